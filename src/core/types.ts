@@ -1,0 +1,175 @@
+/** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/** One immutable entry of the log. */
+export interface RheoEvent<T = JsonValue> {
+  /** Unique within the stream; generated (UUIDv7) when the producer gives none. */
+  readonly id: string;
+  readonly stream: string;
+  readonly partition: number;
+  /** Starts at 1 and is contiguous per (stream, partition). */
+  readonly sequence: number;
+  readonly type: string;
+  readonly key: string | null;
+  readonly payload: T;
+  readonly metadata: JsonObject;
+  readonly timestamp: Date;
+}
+
+export interface AppendInput<T = JsonValue> {
+  payload: T;
+  /** Defaults to `"event"`. */
+  type?: string;
+  /** Routes to `murmur2(key) % partitions` when no explicit partition is given. */
+  key?: string;
+  metadata?: JsonObject;
+  /** Idempotency key: appending an id that already exists returns the stored event. */
+  id?: string;
+  partition?: number;
+  timestamp?: Date;
+}
+
+/**
+ * Permission to process one event for one group until `expiresAt`. `leaseId`
+ * is the fencing token: every settle and renew must present it.
+ */
+export interface Lease<T = JsonValue> {
+  readonly leaseId: string;
+  /** Stable name of the delivery (`stream/group/partition/sequence`), the same across attempts. */
+  readonly receipt: string;
+  readonly stream: string;
+  readonly group: string;
+  readonly consumerId: string;
+  /** 1 on first delivery, +1 on every claim. */
+  readonly attempt: number;
+  readonly leasedAt: Date;
+  readonly expiresAt: Date;
+  readonly event: RheoEvent<T>;
+}
+
+export interface StreamInfo {
+  name: string;
+  partitions: number;
+  createdAt: Date;
+}
+
+export interface StreamOptions {
+  partitions?: number;
+}
+
+/** Where a group starts: after a sequence (one for all partitions, or per partition), or at a time. */
+export interface GroupOptions {
+  startAfter?: number | Record<number, number>;
+  startAt?: Date;
+  maxAttempts?: number;
+}
+
+export interface ReadOptions {
+  partition?: number;
+  after?: number;
+  limit?: number;
+}
+
+export interface QueryOptions {
+  type?: string | string[];
+  key?: string;
+  /** JSON containment, like PostgreSQL's `@>`: `{ payload: { status: 'paid' } }`. */
+  where?: { payload?: JsonValue; metadata?: JsonObject };
+  /** Inclusive lower bound on `timestamp`. */
+  from?: Date;
+  /** Exclusive upper bound on `timestamp`. */
+  to?: Date;
+  /** Exclusive lower bound on `sequence`. */
+  afterSequence?: number;
+  /** Inclusive upper bound on `sequence`. */
+  untilSequence?: number;
+  partition?: number;
+  /** By `(timestamp, partition, sequence)`. Default `'asc'`. */
+  order?: 'asc' | 'desc';
+  /** Default 100, at most 1000. */
+  limit?: number;
+  /** `nextCursor` of a previous page of the same query. */
+  cursor?: string;
+}
+
+export interface QueryResult<T = JsonValue> {
+  events: RheoEvent<T>[];
+  /** `null` when there is no further page. */
+  nextCursor: string | null;
+}
+
+export interface FetchOptions {
+  limit?: number;
+  consumerId?: string;
+  leaseMs?: number;
+  /** Claim only from these partitions. */
+  partitions?: number[];
+}
+
+export interface RenewOptions {
+  leaseMs?: number;
+}
+
+export interface NackOptions {
+  delayMs?: number;
+}
+
+export type SettleResult = { ok: true } | { ok: false; error: import('./errors.js').RheoError };
+
+export interface PartitionLag {
+  frontier: number;
+  highWatermark: number;
+  lag: number;
+  /** Timestamp of the oldest event above the frontier, `null` when fully caught up. */
+  oldestUnsettledAt: Date | null;
+}
+
+export interface LagReport {
+  stream: string;
+  group: string;
+  lag: number;
+  partitions: Record<number, PartitionLag>;
+}
+
+export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds: string[] };
+
+export interface ReplayOptions {
+  partitions?: number[];
+}
+
+export interface ResetOptions {
+  confirm: true;
+  startAfter?: number | Record<number, number>;
+  startAt?: Date;
+}
+
+export interface GroupInfo {
+  stream: string;
+  group: string;
+  maxAttempts: number;
+  lag: LagReport;
+  /** Deliveries currently leased (live or expired-but-unclaimed). */
+  inflight: number;
+  deadLetters: number;
+}
+
+export interface DeadLetter<T = JsonValue> {
+  /** Position in this group's dead-letter list; pass as `after` to page. */
+  readonly id: string;
+  readonly stream: string;
+  readonly group: string;
+  readonly attempt: number;
+  readonly reason: string | null;
+  readonly deadLetteredAt: Date;
+  readonly event: RheoEvent<T>;
+}
+
+export interface DeadLetterOptions {
+  limit?: number;
+  after?: string;
+}
+
+export interface RedriveOptions {
+  eventIds?: string[];
+}

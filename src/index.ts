@@ -1,0 +1,12 @@
+export { createRheo, Rheo } from './rheo.js';
+export type { RheoOptions, RheoDefaults, SettleRequest } from './rheo.js';
+export { RheoError, isRheoError, RHEO_ERROR_CODES } from './core/errors.js';
+export type { RheoErrorCode } from './core/errors.js';
+export { ManualClock, systemClock } from './core/clock.js';
+export type { Clock } from './core/clock.js';
+export { murmur2, partitionForKey } from './core/partitioner.js';
+export { uuidv7 } from './core/ids.js';
+export { memoryBackend } from './backends/memory/memory-backend.js';
+export type { MemoryBackendOptions } from './backends/memory/memory-backend.js';
+export type * from './core/types.js';
+export type * from './core/backend.js';
