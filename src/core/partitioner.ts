@@ -24,16 +24,12 @@ export function murmur2(data: Uint8Array): number {
     h ^= k;
   }
   const tail = length4 * 4;
-  switch (length & 3) {
-    case 3:
-      h ^= (data[tail + 2]! & 0xff) << 16;
-    // falls through
-    case 2:
-      h ^= (data[tail + 1]! & 0xff) << 8;
-    // falls through
-    case 1:
-      h ^= data[tail]! & 0xff;
-      h = Math.imul(h, m);
+  const rest = length & 3;
+  if (rest > 0) {
+    if (rest === 3) h ^= (data[tail + 2]! & 0xff) << 16;
+    if (rest >= 2) h ^= (data[tail + 1]! & 0xff) << 8;
+    h ^= data[tail]! & 0xff;
+    h = Math.imul(h, m);
   }
   h ^= h >>> 13;
   h = Math.imul(h, m);

@@ -1,0 +1,159 @@
+import { MinHeap } from './min-heap.js';
+
+export type DeliveryState = 'leased' | 'pending';
+
+/** Per-delivery state, kept only while the delivery is open (leased or pending). */
+export interface OpenDelivery {
+  readonly sequence: number;
+  state: DeliveryState;
+  attempt: number;
+  leaseId: string | null;
+  consumerId: string | null;
+  leasedAt: number;
+  /** Lease expiry when leased; end of the nack delay when pending. */
+  visibleAt: number;
+  /** Bumped on every change, so heap entries that describe an older state are skipped. */
+  version: number;
+}
+
+interface TimerEntry {
+  visibleAt: number;
+  sequence: number;
+  version: number;
+}
+
+interface ReadyEntry {
+  sequence: number;
+  version: number;
+}
+
+/**
+ * One group's progress over one partition: a cursor over the log plus the open
+ * deliveries. Acked deliveries are simply deleted, so memory is bounded by the
+ * unsettled window; the frontier is `min(open) - 1`, or the cursor when nothing
+ * is open. Every operation is O(log open) and independent of the log length.
+ */
+export class GroupPartition {
+  cursor: number;
+  leasedCount = 0;
+  readonly open = new Map<number, OpenDelivery>();
+  /** Open sequences (possibly stale) for the frontier's minimum. */
+  readonly #openSeqs = new MinHeap<number>((a, b) => a < b);
+  /** Open deliveries by the time they become claimable. */
+  readonly #timers = new MinHeap<TimerEntry>(
+    (a, b) => a.visibleAt < b.visibleAt || (a.visibleAt === b.visibleAt && a.sequence < b.sequence),
+  );
+  /** Claimable open deliveries by sequence. */
+  readonly #ready = new MinHeap<ReadyEntry>((a, b) => a.sequence < b.sequence);
+
+  constructor(cursor: number) {
+    this.cursor = cursor;
+  }
+
+  frontier(): number {
+    for (;;) {
+      const top = this.#openSeqs.peek();
+      if (top === undefined) return this.cursor;
+      if (this.open.has(top)) return Math.min(top - 1, this.cursor);
+      this.#openSeqs.pop();
+    }
+  }
+
+  /**
+   * The lowest claimable sequence: an open delivery whose `visibleAt <= now`,
+   * or the next sequence the cursor has not reached. `null` when none.
+   */
+  nextClaimable(now: number, highWatermark: number): { sequence: number; delivery: OpenDelivery | null } | null {
+    for (;;) {
+      const t = this.#timers.peek();
+      if (t === undefined || t.visibleAt > now) break;
+      this.#timers.pop();
+      if (this.#isCurrent(t.sequence, t.version)) this.#ready.push({ sequence: t.sequence, version: t.version });
+    }
+    let ready: ReadyEntry | undefined;
+    for (;;) {
+      ready = this.#ready.peek();
+      if (ready === undefined || this.#isCurrent(ready.sequence, ready.version)) break;
+      this.#ready.pop();
+    }
+    while (this.open.has(this.cursor + 1)) this.cursor++;
+    const next = this.cursor + 1 <= highWatermark ? this.cursor + 1 : null;
+    if (ready !== undefined && (next === null || ready.sequence < next)) {
+      return { sequence: ready.sequence, delivery: this.open.get(ready.sequence)! };
+    }
+    return next === null ? null : { sequence: next, delivery: null };
+  }
+
+  /** Opens a never-offered sequence (advancing the cursor) or returns the existing open entry. */
+  take(sequence: number, existing: OpenDelivery | null): OpenDelivery {
+    if (existing) {
+      this.#ready.pop();
+      return existing;
+    }
+    this.cursor = sequence;
+    return this.#openEntry(sequence, 0);
+  }
+
+  lease(d: OpenDelivery, leaseId: string, consumerId: string, now: number, expiresAt: number): void {
+    if (d.state !== 'leased') this.leasedCount++;
+    d.state = 'leased';
+    d.attempt++;
+    d.leaseId = leaseId;
+    d.consumerId = consumerId;
+    d.leasedAt = now;
+    this.#schedule(d, expiresAt);
+  }
+
+  renew(d: OpenDelivery, expiresAt: number): void {
+    this.#schedule(d, expiresAt);
+  }
+
+  /** Makes an open delivery pending (claimable at `visibleAt`). */
+  makePending(d: OpenDelivery, visibleAt: number): void {
+    if (d.state === 'leased') this.leasedCount--;
+    d.state = 'pending';
+    d.leaseId = null;
+    d.consumerId = null;
+    this.#schedule(d, visibleAt);
+  }
+
+  /** Removes an open delivery (acked or dead-lettered). */
+  close(d: OpenDelivery): void {
+    if (d.state === 'leased') this.leasedCount--;
+    d.version++;
+    this.open.delete(d.sequence);
+  }
+
+  /** Reopens a settled sequence as pending with a fresh attempt count. No-op when already open. */
+  reopen(sequence: number, now: number): void {
+    if (this.open.has(sequence)) return;
+    const d = this.#openEntry(sequence, 0);
+    this.makePending(d, now);
+  }
+
+  #openEntry(sequence: number, attempt: number): OpenDelivery {
+    const d: OpenDelivery = {
+      sequence,
+      state: 'pending',
+      attempt,
+      leaseId: null,
+      consumerId: null,
+      leasedAt: 0,
+      visibleAt: 0,
+      version: 0,
+    };
+    this.open.set(sequence, d);
+    this.#openSeqs.push(sequence);
+    return d;
+  }
+
+  #schedule(d: OpenDelivery, visibleAt: number): void {
+    d.version++;
+    d.visibleAt = visibleAt;
+    this.#timers.push({ visibleAt, sequence: d.sequence, version: d.version });
+  }
+
+  #isCurrent(sequence: number, version: number): boolean {
+    return this.open.get(sequence)?.version === version;
+  }
+}

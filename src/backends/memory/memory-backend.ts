@@ -1,0 +1,470 @@
+import type {
+  Backend,
+  FetchRequest,
+  GroupSpec,
+  GroupStart,
+  GroupStorageStats,
+  LeaseRef,
+  NormalizedQuery,
+  NormalizedReplay,
+  PreparedAppend,
+  RenewResult,
+  SettleOp,
+  SettleOutcome,
+} from '../../core/backend.js';
+import { receiptOf } from '../../core/backend.js';
+import { systemClock, type Clock } from '../../core/clock.js';
+import {
+  RheoError,
+  groupNotFound,
+  invalidArgument,
+  invalidPartition,
+  staleLease,
+  streamNotFound,
+} from '../../core/errors.js';
+import { newLeaseId, uuidv7 } from '../../core/ids.js';
+import type {
+  DeadLetter,
+  GroupInfo,
+  JsonValue,
+  LagReport,
+  Lease,
+  PartitionLag,
+  QueryResult,
+  RheoEvent,
+  StreamInfo,
+} from '../../core/types.js';
+import { routePartition } from '../../core/validation.js';
+import { DeadLetterList } from './dead-letter-list.js';
+import { GroupPartition, type OpenDelivery } from './group-partition.js';
+import { StreamLog } from './stream-log.js';
+
+export interface MemoryBackendOptions {
+  /** Lease expiry and event timestamps read this clock. Default: the system clock. */
+  clock?: Clock;
+}
+
+interface GroupState {
+  readonly name: string;
+  readonly maxAttempts: number;
+  parts: GroupPartition[];
+  readonly deadLetters: DeadLetterList;
+  /** Partition that the next fetch starts its round-robin at. */
+  rotation: number;
+}
+
+interface StreamState {
+  readonly log: StreamLog;
+  readonly groups: Map<string, GroupState>;
+  readonly waiters: Set<() => void>;
+}
+
+/**
+ * The in-memory backend: the reference implementation of the contract and the
+ * zero-setup default. Single-process, not durable. Every operation costs
+ * O(log n) or better in the log length; settled state below the frontier is
+ * deleted, so a group's memory is bounded by its unsettled window plus its
+ * dead letters.
+ */
+export function memoryBackend(options: MemoryBackendOptions = {}): Backend {
+  return new MemoryBackend(options.clock ?? systemClock);
+}
+
+class MemoryBackend implements Backend {
+  readonly name = 'memory';
+  readonly capabilities = Object.freeze({ durable: false, distributed: false, notifications: true });
+  readonly #clock: Clock;
+  readonly #streams = new Map<string, StreamState>();
+  #deadLetterIds = 0;
+  #closed = false;
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  async migrate(): Promise<void> {
+    this.#assertOpen();
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const s of this.#streams.values()) for (const wake of s.waiters) wake();
+  }
+
+  async createStream(name: string, partitions: number): Promise<void> {
+    this.#assertOpen();
+    if (this.#streams.has(name)) {
+      throw new RheoError('already_exists', `stream "${name}" already exists`, { stream: name });
+    }
+    this.#streams.set(name, {
+      log: new StreamLog(name, partitions, new Date(this.#clock.now())),
+      groups: new Map(),
+      waiters: new Set(),
+    });
+  }
+
+  async listStreams(): Promise<StreamInfo[]> {
+    this.#assertOpen();
+    return [...this.#streams.values()]
+      .map(({ log }) => ({ name: log.name, partitions: log.partitions, createdAt: new Date(log.createdAt) }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
+    const s = this.#stream(stream);
+    if (s.groups.has(group)) {
+      throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
+    }
+    const parts = this.#startParts(s.log, spec.start);
+    s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0 });
+  }
+
+  async listGroups(stream: string): Promise<string[]> {
+    return [...this.#stream(stream).groups.keys()].sort();
+  }
+
+  async append(stream: string, inputs: PreparedAppend[]): Promise<RheoEvent[]> {
+    const s = this.#stream(stream);
+    const log = s.log;
+    // Route everything first: an invalid partition anywhere must write nothing.
+    const partitions = inputs.map((i) => routePartition(stream, log.partitions, i.partition, i.key));
+    const inBatch = new Map<string, RheoEvent>();
+    const out: RheoEvent[] = [];
+    for (let i = 0; i < inputs.length; i++) {
+      const input = inputs[i]!;
+      const existing = input.id === null ? undefined : (log.byId.get(input.id) ?? inBatch.get(input.id));
+      if (existing) {
+        out.push(existing);
+        continue;
+      }
+      const partition = partitions[i]!;
+      const event: RheoEvent = deepFreeze({
+        id: input.id ?? uuidv7(this.#clock),
+        stream,
+        partition,
+        sequence: log.nextSequence(partition),
+        type: input.type,
+        key: input.key,
+        payload: input.payload,
+        metadata: input.metadata,
+        timestamp: input.timestamp,
+      });
+      log.push(event);
+      inBatch.set(event.id, event);
+      out.push(event);
+    }
+    if (inBatch.size > 0) {
+      const waiters = [...s.waiters];
+      s.waiters.clear();
+      for (const wake of waiters) wake();
+    }
+    return out;
+  }
+
+  async read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]> {
+    const { log } = this.#stream(stream);
+    if (partition >= log.partitions) throw invalidPartition(stream, partition, log.partitions);
+    return log.read(partition, after, limit);
+  }
+
+  async query(stream: string, query: NormalizedQuery): Promise<QueryResult> {
+    const { log } = this.#stream(stream);
+    if (query.partition !== null && query.partition >= log.partitions) {
+      throw invalidPartition(stream, query.partition, log.partitions);
+    }
+    return log.query(query);
+  }
+
+  async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
+    const { log, g } = this.#group(stream, group);
+    const partitions = this.#partitionList(log, request.partitions);
+    const now = this.#clock.now();
+    const leases: Lease[] = [];
+    const start = g.rotation++ % partitions.length;
+    const exhausted = new Set<number>();
+    // Round-robin, one claim per partition per round, so a backlog in one
+    // partition never starves the others.
+    while (leases.length < request.limit && exhausted.size < partitions.length) {
+      for (let k = 0; k < partitions.length && leases.length < request.limit; k++) {
+        const p = partitions[(start + k) % partitions.length]!;
+        if (exhausted.has(p)) continue;
+        const lease = this.#claimOne(log, g, p, now, request);
+        if (lease) leases.push(lease);
+        else exhausted.add(p);
+      }
+    }
+    return leases;
+  }
+
+  async renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
+    const now = this.#clock.now();
+    return refs.map((ref) => {
+      const found = this.#leased(ref);
+      if (found instanceof RheoError) return { ok: false, error: found };
+      found.part.renew(found.d, now + leaseMs);
+      return { ok: true, expiresAt: new Date(now + leaseMs) };
+    });
+  }
+
+  async settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
+    const now = this.#clock.now();
+    return ops.map((op) => {
+      const found = this.#leased(op);
+      if (found instanceof RheoError) return { ok: false, error: found };
+      const { g, part, d } = found;
+      switch (op.kind) {
+        case 'ack':
+          part.close(d);
+          break;
+        case 'nack':
+          if (d.attempt >= g.maxAttempts) this.#deadLetter(g, op.partition, part, d, op.reason ?? 'nacked at max attempts', now);
+          else part.makePending(d, now + op.delayMs);
+          break;
+        case 'reject':
+          this.#deadLetter(g, op.partition, part, d, op.reason, now);
+          break;
+        case 'release':
+          d.attempt--;
+          part.makePending(d, now);
+          break;
+      }
+      return { ok: true };
+    });
+  }
+
+  async lag(stream: string, group: string): Promise<LagReport> {
+    const { log, g } = this.#group(stream, group);
+    return this.#lag(log, g);
+  }
+
+  async replay(stream: string, group: string, spec: NormalizedReplay, only: number[] | null): Promise<void> {
+    const { log, g } = this.#group(stream, group);
+    const partitions = this.#partitionList(log, only);
+    const now = this.#clock.now();
+    if (spec.kind === 'eventIds') {
+      const events = spec.eventIds.map((id) => {
+        const e = log.byId.get(id);
+        if (!e) throw invalidArgument(`replay: event "${id}" does not exist in stream "${stream}"`, { stream, group });
+        return e;
+      });
+      const allowed = new Set(partitions);
+      for (const e of events) {
+        if (!allowed.has(e.partition)) continue;
+        const part = g.parts[e.partition]!;
+        if (part.open.has(e.sequence) || e.sequence > part.cursor) continue;
+        const dead = g.deadLetters.find(e.partition, e.sequence);
+        if (dead) g.deadLetters.remove(dead);
+        part.reopen(e.sequence, now);
+      }
+      return;
+    }
+    for (const p of partitions) {
+      const from = spec.kind === 'fromSequence' ? spec.fromSequence : log.firstSequenceAt(p, spec.from.getTime());
+      if (from === null) continue;
+      const part = g.parts[p]!;
+      part.cursor = Math.min(part.cursor, from - 1);
+      for (const dead of g.deadLetters.inPartitionFrom(p, from)) g.deadLetters.remove(dead);
+    }
+  }
+
+  async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
+    const { log, g } = this.#group(stream, group);
+    g.parts = this.#startParts(log, start);
+    g.deadLetters.clear();
+  }
+
+  async groupInfo(stream: string, group: string): Promise<GroupInfo> {
+    const { log, g } = this.#group(stream, group);
+    return {
+      stream,
+      group,
+      maxAttempts: g.maxAttempts,
+      lag: this.#lag(log, g),
+      inflight: g.parts.reduce((n, part) => n + part.leasedCount, 0),
+      deadLetters: g.deadLetters.size,
+    };
+  }
+
+  async deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]> {
+    const { log, g } = this.#group(stream, group);
+    let afterId = 0;
+    if (after !== null) {
+      afterId = /^\d{1,15}$/.test(after) ? Number(after) : -1;
+      if (!g.deadLetters.has(afterId)) {
+        throw new RheoError('cursor_not_found', `dead-letter cursor "${after}" not found in group "${group}" of stream "${stream}"`, {
+          stream,
+          group,
+        });
+      }
+    }
+    return g.deadLetters.page(afterId, limit).map((e) => ({
+      id: String(e.id),
+      stream,
+      group,
+      attempt: e.attempt,
+      reason: e.reason,
+      deadLetteredAt: new Date(e.deadLetteredAt),
+      event: log.event(e.partition, e.sequence)!,
+    }));
+  }
+
+  async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
+    const { log, g } = this.#group(stream, group);
+    const now = this.#clock.now();
+    const entries =
+      eventIds === null
+        ? g.deadLetters.all()
+        : eventIds.flatMap((id) => {
+            const e = log.byId.get(id);
+            const dead = e && g.deadLetters.find(e.partition, e.sequence);
+            return dead ? [dead] : [];
+          });
+    for (const dead of entries) {
+      g.deadLetters.remove(dead);
+      g.parts[dead.partition]!.reopen(dead.sequence, now);
+    }
+    return entries.length;
+  }
+
+  waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    const s = this.#streams.get(stream);
+    if (!s || this.#closed || signal?.aborted) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const done = (woken: boolean) => {
+        clearTimeout(timer);
+        s.waiters.delete(wake);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(woken && !this.#closed);
+      };
+      const wake = () => done(true);
+      const onAbort = () => done(false);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      s.waiters.add(wake);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  async storageStats(stream: string, group: string): Promise<GroupStorageStats> {
+    const { g } = this.#group(stream, group);
+    return {
+      deliveries: g.parts.reduce((n, part) => n + part.open.size, 0),
+      deadLetters: g.deadLetters.size,
+    };
+  }
+
+  // ---- internals ----------------------------------------------------------
+
+  #claimOne(log: StreamLog, g: GroupState, p: number, now: number, request: FetchRequest): Lease | null {
+    const part = g.parts[p]!;
+    for (;;) {
+      const next = part.nextClaimable(now, log.highWatermark(p));
+      if (next === null) return null;
+      const d = part.take(next.sequence, next.delivery);
+      if (d.attempt + 1 > g.maxAttempts) {
+        const reason = d.state === 'leased' ? 'lease expired at max attempts' : 'max attempts exceeded';
+        this.#deadLetter(g, p, part, d, reason, now);
+        continue;
+      }
+      const leaseId = newLeaseId();
+      const expiresAt = now + request.leaseMs;
+      part.lease(d, leaseId, request.consumerId, now, expiresAt);
+      return {
+        leaseId,
+        receipt: receiptOf(log.name, g.name, p, d.sequence),
+        stream: log.name,
+        group: g.name,
+        consumerId: request.consumerId,
+        attempt: d.attempt,
+        leasedAt: new Date(now),
+        expiresAt: new Date(expiresAt),
+        event: log.event(p, d.sequence)!,
+      };
+    }
+  }
+
+  #deadLetter(g: GroupState, p: number, part: GroupPartition, d: OpenDelivery, reason: string | null, now: number): void {
+    part.close(d);
+    g.deadLetters.add({
+      id: ++this.#deadLetterIds,
+      partition: p,
+      sequence: d.sequence,
+      attempt: d.attempt,
+      reason,
+      deadLetteredAt: now,
+    });
+  }
+
+  #leased(ref: LeaseRef): { g: GroupState; part: GroupPartition; d: OpenDelivery } | RheoError {
+    const g = this.#streams.get(ref.stream)?.groups.get(ref.group);
+    const part = g?.parts[ref.partition];
+    const d = part?.open.get(ref.sequence);
+    if (!g || !part || !d || d.state !== 'leased' || d.leaseId !== ref.leaseId) {
+      return staleLease(ref.stream, ref.group, `delivery ${ref.partition}/${ref.sequence} is not leased under this lease id`);
+    }
+    return { g, part, d };
+  }
+
+  #lag(log: StreamLog, g: GroupState): LagReport {
+    const partitions: Record<number, PartitionLag> = {};
+    let total = 0;
+    g.parts.forEach((part, p) => {
+      const frontier = part.frontier();
+      const highWatermark = log.highWatermark(p);
+      const lag = Math.max(0, highWatermark - frontier);
+      total += lag;
+      partitions[p] = {
+        frontier,
+        highWatermark,
+        lag,
+        oldestUnsettledAt: lag > 0 ? new Date(log.event(p, frontier + 1)!.timestamp) : null,
+      };
+    });
+    return { stream: log.name, group: g.name, lag: total, partitions };
+  }
+
+  #startParts(log: StreamLog, start: GroupStart): GroupPartition[] {
+    if (start.kind === 'after') {
+      for (const key of Object.keys(start.perPartition)) {
+        if (Number(key) >= log.partitions) throw invalidPartition(log.name, key, log.partitions);
+      }
+    }
+    return Array.from({ length: log.partitions }, (_, p) => {
+      if (start.kind === 'after') return new GroupPartition(start.perPartition[p] ?? start.after);
+      const first = log.firstSequenceAt(p, start.at.getTime());
+      return new GroupPartition(first === null ? log.highWatermark(p) : first - 1);
+    });
+  }
+
+  #partitionList(log: StreamLog, only: number[] | null): number[] {
+    if (only === null) return [...Array(log.partitions).keys()];
+    for (const p of only) if (p >= log.partitions) throw invalidPartition(log.name, p, log.partitions);
+    return only;
+  }
+
+  #stream(stream: string): StreamState {
+    this.#assertOpen();
+    const s = this.#streams.get(stream);
+    if (!s) throw streamNotFound(stream);
+    return s;
+  }
+
+  #group(stream: string, group: string): { log: StreamLog; g: GroupState } {
+    const s = this.#stream(stream);
+    const g = s.groups.get(group);
+    if (!g) throw groupNotFound(stream, group);
+    return { log: s.log, g };
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new RheoError('closed', 'the memory backend is closed');
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value) && !(value instanceof Date)) {
+    for (const v of Object.values(value as Record<string, JsonValue>)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
