@@ -1,3 +1,5 @@
+import type { RheoError } from './errors.js';
+
 /** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
@@ -115,7 +117,7 @@ export interface NackOptions {
   delayMs?: number;
 }
 
-export type SettleResult = { ok: true } | { ok: false; error: import('./errors.js').RheoError };
+export type SettleResult = { ok: true } | { ok: false; error: RheoError };
 
 export interface PartitionLag {
   frontier: number;
