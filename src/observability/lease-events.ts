@@ -1,0 +1,113 @@
+import type { RheoError } from '../core/errors.js';
+import type { Lease } from '../core/types.js';
+
+/**
+ * What every lease-scoped event says about its lease. Built from the lease by
+ * {@link leaseInfo}; it never carries the event payload or metadata (they may
+ * hold personal data, and APM tools store what they receive) nor the
+ * `leaseId` (the fencing token authorises settles).
+ */
+export interface LeaseEventInfo {
+  readonly stream: string;
+  readonly group: string;
+  readonly consumerId: string;
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly partition: number;
+  readonly sequence: number;
+  /** 1 on first delivery, +1 on every claim. */
+  readonly attempt: number;
+}
+
+/** A lease was claimed and handed to the pipeline. */
+export type LeaseEvent = LeaseEventInfo;
+
+/** A lease was acked durably. */
+export type AckEvent = LeaseEventInfo;
+
+/** A lease was nacked durably: it is retried after `delayMs` (or dead-lettered if it was its last attempt). */
+export interface RetryEvent extends LeaseEventInfo {
+  readonly reason: string | null;
+  readonly delayMs: number;
+}
+
+/** A lease was dead-lettered durably by a reject. */
+export interface DeadLetterEvent extends LeaseEventInfo {
+  readonly reason: string | null;
+}
+
+/** A held lease was taken away (renewal or settle answered `stale_lease`): stop working on it. */
+export interface LeaseLostEvent extends LeaseEventInfo {
+  readonly error: RheoError;
+}
+
+/** A settle failed. `leftToExpire` is true when the outcome is unknown and nothing more will be tried. */
+export interface SettleErrorEvent extends LeaseEventInfo {
+  readonly op: 'ack' | 'nack' | 'reject' | 'release';
+  readonly error: RheoError;
+  readonly leftToExpire: boolean;
+}
+
+/** A fetch failed; the next one waits `backoffMs`. */
+export interface FetchErrorEvent {
+  readonly stream: string;
+  readonly group: string;
+  readonly consumerId: string;
+  readonly error: RheoError;
+  /** Consecutive failed fetches, this one included. */
+  readonly failures: number;
+  readonly backoffMs: number;
+}
+
+/** Why a handler did not produce a valid outcome. */
+export type HandlerErrorKind = 'threw' | 'timeout' | 'invalid-outcome';
+
+/** A handler threw, timed out or returned something that is not an outcome; the lease is nacked. */
+export interface HandlerErrorEvent extends LeaseEventInfo {
+  readonly kind: HandlerErrorKind;
+  readonly error: unknown;
+}
+
+/** A drain finished: everything in flight has settled, or was aborted at the timeout. */
+export interface DrainEvent {
+  readonly stream: string;
+  readonly group: string;
+  readonly consumerId: string;
+  /** Leases given back without being started. */
+  readonly released: number;
+  /** Handlers still running at the timeout, whose signals were aborted. */
+  readonly aborted: number;
+  readonly timedOut: boolean;
+}
+
+/**
+ * Event name → listener arguments, for `EventEmitter<RheoEventMap>`. The same
+ * names, prefixed with `rheo:`, are the `node:diagnostics_channel` channels.
+ */
+export interface RheoEventMap {
+  lease: [LeaseEvent];
+  ack: [AckEvent];
+  retry: [RetryEvent];
+  'dead-letter': [DeadLetterEvent];
+  'lease-lost': [LeaseLostEvent];
+  'settle-error': [SettleErrorEvent];
+  'fetch-error': [FetchErrorEvent];
+  'handler-error': [HandlerErrorEvent];
+  drain: [DrainEvent];
+}
+
+export type RheoEventName = keyof RheoEventMap;
+
+/** The lease-scoped part of an event: no payload, no metadata, no fencing token. */
+export function leaseInfo(lease: Lease<unknown>): LeaseEventInfo {
+  return {
+    stream: lease.stream,
+    group: lease.group,
+    consumerId: lease.consumerId,
+    eventId: lease.event.id,
+    eventType: lease.event.type,
+    partition: lease.event.partition,
+    sequence: lease.event.sequence,
+    attempt: lease.attempt,
+  };
+}
