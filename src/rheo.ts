@@ -46,6 +46,8 @@ import {
   optionalInteger,
 } from './core/validation.js';
 import { memoryBackend } from './backends/memory/memory-backend.js';
+import { RheoProducer } from './producer/rheo-producer.js';
+import type { ProducerOptions } from './producer/producer-options.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -198,6 +200,15 @@ export class Rheo {
   }
 
   // ---- consuming ----------------------------------------------------------
+
+  /**
+   * An object-mode `Readable` of leases for `stream.pipeline`, with demand
+   * bounded by `maxDemand` (see `RheoProducer`). Defaults come from `defaults`.
+   */
+  producer<T extends JsonValue = JsonValue>(options: ProducerOptions): RheoProducer<T> {
+    this.#assertOpen();
+    return new RheoProducer<T>(this, options);
+  }
 
   async fetch<T extends JsonValue = JsonValue>(
     stream: string,

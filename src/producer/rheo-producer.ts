@@ -1,0 +1,346 @@
+import { randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { RheoError, isRheoError } from '../core/errors.js';
+import type { JsonValue, Lease } from '../core/types.js';
+import { assertName, assertString, optionalInteger } from '../core/validation.js';
+import { backoffDelay, type BackoffOptions } from './backoff.js';
+import { InflightTracker } from './inflight-tracker.js';
+import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
+import { SettleBatcher } from './settle-batcher.js';
+import { sleep, systemTimers, type Timers } from './timers.js';
+
+type Listener<A extends unknown[]> = (...args: A) => void;
+
+/**
+ * Typed overloads for the producer's own events and for the `Readable`
+ * events a caller usually wants (`data` carries a `Lease<T>`).
+ */
+export interface RheoProducer<T extends JsonValue = JsonValue> {
+  on<E extends keyof RheoProducerEvents<T>>(event: E, listener: Listener<RheoProducerEvents<T>[E]>): this;
+  on(event: 'data', listener: (lease: Lease<T>) => void): this;
+  on(event: 'error', listener: (error: Error) => void): this;
+  on(event: string | symbol, listener: (...args: unknown[]) => void): this;
+  once<E extends keyof RheoProducerEvents<T>>(event: E, listener: Listener<RheoProducerEvents<T>[E]>): this;
+  once(event: 'data', listener: (lease: Lease<T>) => void): this;
+  once(event: 'error', listener: (error: Error) => void): this;
+  once(event: string | symbol, listener: (...args: unknown[]) => void): this;
+  off<E extends keyof RheoProducerEvents<T>>(event: E, listener: Listener<RheoProducerEvents<T>[E]>): this;
+  off(event: string | symbol, listener: (...args: unknown[]) => void): this;
+  read(size?: number): Lease<T> | null;
+  [Symbol.asyncIterator](): AsyncIterableIterator<Lease<T>>;
+}
+
+/**
+ * An object-mode `Readable` of leases, with GenStage-style demand: it holds
+ * at most `maxDemand` unsettled leases (buffered plus handed downstream and
+ * not yet confirmed), fetches only `maxDemand - inflightCount` at a time, and
+ * resumes fetching when a confirm frees a slot (never on a timer).
+ *
+ * Settle through the producer (`ack`, `nack`, `reject`, `release`): that
+ * settles durably and confirms in one step, and settles issued close together
+ * go to the backend in one `settleMany` call. Callers that settle through
+ * `rheo` directly must call `confirm(leaseId)` afterwards, or the producer
+ * keeps renewing the lease and counting it against `maxDemand`.
+ *
+ * Teardown (`destroy()`, a `pipeline` error, a `for await` break, the
+ * `signal` option, `close()`) stops fetching and renewal and releases the
+ * leases that were fetched but never read, so they are redelivered at once
+ * without spending an attempt.
+ */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
+  readonly stream: string;
+  readonly group: string;
+  readonly maxDemand: number;
+  readonly leaseMs: number;
+  readonly pollMs: number;
+  readonly consumerId: string;
+  readonly partitions: readonly number[] | undefined;
+  /** The timer source; sinks and transforms fed by this producer default to it. */
+  readonly timers: Timers;
+
+  readonly #source: ProducerSource;
+  readonly #tracker: InflightTracker<T>;
+  readonly #batcher: SettleBatcher;
+  readonly #backoff: BackoffOptions;
+  readonly #random: () => number;
+  /** Aborted on drain or destroy: cuts poll and backoff waits short. */
+  readonly #stop = new AbortController();
+  #wanted = false;
+  #loop: Promise<void> | null = null;
+  #draining = false;
+  #ended = false;
+  #fetchFailures = 0;
+  readonly #emptyWaiters = new Set<() => void>();
+  #closing: Promise<void> | null = null;
+
+  constructor(source: ProducerSource, options: ProducerOptions) {
+    const resolved = resolveOptions(source, options);
+    super({ objectMode: true, highWaterMark: resolved.maxDemand, signal: options.signal });
+    this.stream = options.stream;
+    this.group = options.group;
+    this.maxDemand = resolved.maxDemand;
+    this.leaseMs = resolved.leaseMs;
+    this.pollMs = resolved.pollMs;
+    this.consumerId = resolved.consumerId;
+    this.partitions = options.partitions ? [...options.partitions] : undefined;
+    this.timers = options.timers ?? systemTimers;
+    this.#source = source;
+    this.#random = options.random ?? Math.random;
+    this.#backoff = {
+      initialMs: options.fetchBackoff?.initialMs ?? Math.min(resolved.pollMs, 100),
+      maxMs: options.fetchBackoff?.maxMs ?? 30_000,
+    };
+    this.#batcher = new SettleBatcher((ops) => source.settleMany(ops), resolved.maxSettleBatch);
+    this.#tracker = new InflightTracker<T>({
+      leaseMs: resolved.leaseMs,
+      timers: this.timers,
+      random: this.#random,
+      renewMany: (leases) => source.renewMany(leases, { leaseMs: this.leaseMs }),
+      onLost: (lease, error) => {
+        this.emit('lease-lost', { lease, error });
+        this.#freed();
+      },
+      onRenewError: (error, leases) => this.emit('renew-error', { error, leases }),
+      onRenewed: (summary) => this.emit('renewed', summary),
+    });
+  }
+
+  /** Unsettled leases held: buffered plus handed downstream and not yet confirmed. Never exceeds `maxDemand`. */
+  get inflightCount(): number {
+    return this.#tracker.size;
+  }
+
+  /** Whether the producer still holds (and renews) this lease. `false` once confirmed or lost. */
+  holds(leaseId: string): boolean {
+    return this.#tracker.has(leaseId);
+  }
+
+  /** Acks durably, then confirms (the confirm happens even when the ack fails). */
+  ack(lease: Lease<T>): Promise<void> {
+    return this.#settle({ kind: 'ack', lease });
+  }
+
+  /** Retry later (after `delayMs`); dead-letters at `maxAttempts`. Confirms even when the nack fails. */
+  nack(lease: Lease<T>, reason?: string | null, options: { delayMs?: number } = {}): Promise<void> {
+    return this.#settle({ kind: 'nack', lease, reason, delayMs: options.delayMs });
+  }
+
+  /** Dead-letters now. Confirms even when the reject fails. */
+  reject(lease: Lease<T>, reason?: string | null): Promise<void> {
+    return this.#settle({ kind: 'reject', lease, reason });
+  }
+
+  /** Gives the lease back unprocessed, without spending an attempt. Confirms even when the release fails. */
+  release(lease: Lease<T>): Promise<void> {
+    return this.#settle({ kind: 'release', lease });
+  }
+
+  /**
+   * Stops renewing the lease and frees its demand slot, for callers that
+   * settled through `rheo` directly. Returns whether the lease was held.
+   */
+  confirm(leaseId: string): boolean {
+    const held = this.#tracker.delete(leaseId);
+    if (held) this.#freed();
+    return held;
+  }
+
+  /**
+   * Stops fetching and ends the stream once the buffered leases are read, then
+   * resolves `true` when every held lease is confirmed, or `false` when
+   * `timeoutMs` passes first (the caller may then `destroy()`).
+   */
+  async drain(timeoutMs = Number.POSITIVE_INFINITY): Promise<boolean> {
+    this.#beginDrain();
+    if (this.#tracker.size === 0) return true;
+    return new Promise<boolean>((resolve) => {
+      const done = (drained: boolean): void => {
+        timer?.cancel();
+        this.#emptyWaiters.delete(onEmpty);
+        resolve(drained);
+      };
+      const onEmpty = (): void => done(true);
+      this.#emptyWaiters.add(onEmpty);
+      const timer = Number.isFinite(timeoutMs) ? this.timers.schedule(timeoutMs, () => done(false)) : null;
+    });
+  }
+
+  /** Destroys (releasing leases never read), waits for teardown and for settles already issued. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= new Promise<void>((resolve) => {
+      if (this.closed) return resolve();
+      this.once('close', () => resolve());
+      this.destroy();
+    }).then(() => this.#batcher.idle());
+    return this.#closing;
+  }
+
+  override async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  override _read(): void {
+    this.#wanted = true;
+    this.#kick();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#stop.abort();
+    // After a drain the stream ends normally while leases handed downstream
+    // are still being worked on: keep renewing those until they are confirmed.
+    const naturalEnd = error === null && this.#ended;
+    const teardown = async (): Promise<void> => {
+      await this.#loop;
+      if (!naturalEnd) await this.#tracker.stop();
+      const unread = this.#tracker.takeUnhanded();
+      if (unread.length > 0) await this.#releaseUnread(unread);
+      this.#freed();
+    };
+    teardown().then(
+      () => callback(error),
+      (failure: unknown) => callback(error ?? (failure as Error)),
+    );
+  }
+
+  /** Records hand-over: a `'data'` event is exactly the moment a lease leaves the buffer. */
+  override emit(event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'data') {
+      const lease = args[0] as Lease<T> | undefined;
+      if (lease) this.#tracker.markHanded(lease.leaseId);
+    }
+    return super.emit(event, ...args);
+  }
+
+  async #settle(op: Parameters<SettleBatcher['settle']>[0] & { lease: Lease<T> }): Promise<void> {
+    const leaseId = op.lease.leaseId;
+    this.#tracker.markSettling(leaseId);
+    try {
+      await this.#batcher.settle(op);
+    } finally {
+      // A fenced or expired lease must not be renewed either: confirm regardless.
+      this.confirm(leaseId);
+    }
+  }
+
+  #freed(): void {
+    if (this.#tracker.size === 0) for (const wake of [...this.#emptyWaiters]) wake();
+    if (this.#wanted) this.#kick();
+  }
+
+  #kick(): void {
+    if (this.#loop || this.destroyed || this.#draining) return;
+    this.#loop = this.#fetchLoop().finally(() => {
+      this.#loop = null;
+      if (this.#draining) this.#end();
+      // A confirm may have freed room while the loop was winding down.
+      else if (this.#wanted && this.#tracker.size < this.maxDemand) this.#kick();
+    });
+  }
+
+  async #fetchLoop(): Promise<void> {
+    while (this.#wanted && !this.destroyed && !this.#draining) {
+      const room = this.maxDemand - this.#tracker.size;
+      if (room <= 0) return; // at the cap: a confirm resumes us
+      let leases: Lease<T>[];
+      try {
+        leases = await this.#source.fetch<T>(this.stream, this.group, {
+          limit: room,
+          consumerId: this.consumerId,
+          leaseMs: this.leaseMs,
+          partitions: this.partitions ? [...this.partitions] : undefined,
+        });
+      } catch (error) {
+        if (this.destroyed || this.#draining) return;
+        this.#fetchFailures++;
+        const retryInMs = backoffDelay(this.#fetchFailures, this.#backoff, this.#random);
+        this.emit('fetch-error', { error: asRheoError(error, 'fetch'), failures: this.#fetchFailures, retryInMs });
+        await sleep(this.timers, retryInMs, this.#stop.signal);
+        continue;
+      }
+      this.#fetchFailures = 0;
+      if (this.destroyed || this.#ended) {
+        // Node drops pushes after destroy: give these back instead.
+        if (leases.length > 0) await this.#releaseUnread(leases);
+        return;
+      }
+      if (leases.length === 0) {
+        await this.#waitForAppend();
+        continue;
+      }
+      for (const lease of leases) this.#tracker.add(lease);
+      this.emit('fetched', { count: leases.length, inflight: this.#tracker.size });
+      let more = true;
+      for (const lease of leases) more = this.push(lease);
+      if (!more) this.#wanted = false; // Node calls _read again when the buffer drains
+    }
+  }
+
+  /** Waits `pollMs`, or less when the backend signals an append to the stream. */
+  async #waitForAppend(): Promise<void> {
+    const wait = new AbortController();
+    const stop = (): void => wait.abort();
+    this.#stop.signal.addEventListener('abort', stop, { once: true });
+    const waits: Promise<unknown>[] = [sleep(this.timers, this.pollMs, wait.signal)];
+    const backend = this.#source.backend;
+    if (backend.capabilities.notifications && backend.waitForAppend) {
+      // A lost or failed wakeup only costs latency: the poll timer still fires.
+      waits.push(backend.waitForAppend(this.stream, this.pollMs, wait.signal).catch(() => false));
+    }
+    try {
+      await Promise.race(waits);
+    } finally {
+      wait.abort();
+      this.#stop.signal.removeEventListener('abort', stop);
+    }
+  }
+
+  #beginDrain(): void {
+    if (this.#draining) return;
+    this.#draining = true;
+    this.#stop.abort();
+    if (!this.#loop) this.#end();
+  }
+
+  #end(): void {
+    if (this.#ended || this.destroyed) return;
+    this.#ended = true;
+    this.push(null);
+  }
+
+  async #releaseUnread(leases: Lease<T>[]): Promise<void> {
+    let failure: RheoError | null = null;
+    try {
+      const results = await this.#source.settleMany(leases.map((lease) => ({ kind: 'release' as const, lease })));
+      const failed = results.find((r) => !r.ok);
+      if (failed && !failed.ok) failure = failed.error;
+    } catch (error) {
+      failure = asRheoError(error, 'release');
+    }
+    this.emit('released', { leases, error: failure });
+  }
+}
+
+function asRheoError(error: unknown, what: string): RheoError {
+  if (isRheoError(error)) return error;
+  return new RheoError('internal', `${what} failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+}
+
+function resolveOptions(source: ProducerSource, options: ProducerOptions) {
+  if (options === null || typeof options !== 'object') {
+    throw new RheoError('invalid_argument', 'producer options must be an object with stream and group');
+  }
+  assertName('stream', options.stream);
+  assertName('group', options.group);
+  const d = source.defaults;
+  const maxDemand = optionalInteger('maxDemand', options.maxDemand, d.maxDemand, { min: 1, max: 10_000 });
+  const leaseMs = optionalInteger('leaseMs', options.leaseMs, d.leaseMs, { min: 2, max: 7 * 24 * 3600_000 });
+  const pollMs = optionalInteger('pollMs', options.pollMs, d.pollMs, { min: 1, max: 3600_000 });
+  const maxSettleBatch = optionalInteger('maxSettleBatch', options.maxSettleBatch, 500, { min: 1, max: 10_000 });
+  let consumerId = `producer-${randomBytes(6).toString('hex')}`;
+  if (options.consumerId !== undefined) {
+    assertString('consumerId', options.consumerId);
+    consumerId = options.consumerId;
+  }
+  return { maxDemand, leaseMs, pollMs, maxSettleBatch, consumerId };
+}

@@ -1,0 +1,86 @@
+import { RheoError } from '../core/errors.js';
+import type { SettleResult } from '../core/types.js';
+import type { SettleRequest } from '../rheo.js';
+
+/** The one facade call the batcher needs: mixed settles in one backend round trip. */
+export type SettleManyFn = (ops: SettleRequest[]) => Promise<SettleResult[]>;
+
+interface Pending {
+  op: SettleRequest;
+  resolve: () => void;
+  reject: (error: RheoError) => void;
+}
+
+/**
+ * Coalesces settles issued close together into one `settleMany` call, the
+ * way DataLoader coalesces loads: every settle requested during the current
+ * turn of the event loop (all microtasks and I/O callbacks before the next
+ * `setImmediate`) goes out in one batch, and a batch also goes out at once when
+ * it reaches `maxBatch`. A pipeline that acks 100 leases from concurrent
+ * handlers therefore makes a handful of round trips, not 100.
+ */
+export class SettleBatcher {
+  readonly #settleMany: SettleManyFn;
+  readonly #maxBatch: number;
+  #queue: Pending[] = [];
+  #scheduled: NodeJS.Immediate | null = null;
+  #inFlight = new Set<Promise<void>>();
+
+  constructor(settleMany: SettleManyFn, maxBatch = 500) {
+    this.#settleMany = settleMany;
+    this.#maxBatch = maxBatch;
+  }
+
+  /** Settles queued but not yet sent. */
+  get queuedCount(): number {
+    return this.#queue.length;
+  }
+
+  /** Resolves when the settle is durable; rejects with the `RheoError` of this op (or of the whole call). */
+  settle(op: SettleRequest): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#queue.push({ op, resolve, reject });
+      if (this.#queue.length >= this.#maxBatch) this.flush();
+      else this.#scheduled ??= setImmediate(() => this.flush());
+    });
+  }
+
+  /** Sends everything queued now. */
+  flush(): void {
+    if (this.#scheduled) {
+      clearImmediate(this.#scheduled);
+      this.#scheduled = null;
+    }
+    while (this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, this.#maxBatch);
+      const sent = this.#send(batch);
+      this.#inFlight.add(sent);
+      void sent.finally(() => this.#inFlight.delete(sent));
+    }
+  }
+
+  /** Flushes and resolves when every settle sent so far has an answer. */
+  async idle(): Promise<void> {
+    this.flush();
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+  }
+
+  async #send(batch: Pending[]): Promise<void> {
+    let results: SettleResult[];
+    try {
+      results = await this.#settleMany(batch.map((p) => p.op));
+    } catch (error) {
+      const failure =
+        error instanceof RheoError
+          ? error
+          : new RheoError('internal', `settle failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+      for (const p of batch) p.reject(failure);
+      return;
+    }
+    batch.forEach((p, i) => {
+      const result = results[i];
+      if (result?.ok) p.resolve();
+      else p.reject(result?.error ?? new RheoError('internal', 'settleMany returned too few results'));
+    });
+  }
+}
