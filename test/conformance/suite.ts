@@ -1,0 +1,37 @@
+import { describe } from 'vitest';
+import { registerErrorTests } from './errors.js';
+import { registerFetchTests } from './fetch.js';
+import type { BackendFactory, ConformanceOptions } from './fixture.js';
+import { registerFrontierTests } from './frontier.js';
+import { registerLeaseTests } from './leases.js';
+import { registerLogTests } from './log.js';
+import { registerPropertyTests } from './properties.js';
+import { registerQueryTests } from './query.js';
+import { registerReplayTests } from './replay.js';
+import { registerStorageTests } from './storage.js';
+
+export type { BackendFactory, ConformanceOptions } from './fixture.js';
+
+/**
+ * Registers the whole backend conformance suite. Every test gets a fresh
+ * backend from `makeBackend`, driven by a `ManualClock` (lease expiry is
+ * `clock.advance`, never a sleep), wrapped in `createRheo`, migrated, and
+ * closed afterwards. Correctness cases are never skipped for any backend.
+ */
+export function runConformanceSuite(
+  name: string,
+  makeBackend: BackendFactory,
+  options: ConformanceOptions = {},
+): void {
+  describe(`conformance: ${name}`, () => {
+    registerLogTests(makeBackend);
+    registerQueryTests(makeBackend);
+    registerFetchTests(makeBackend);
+    registerLeaseTests(makeBackend);
+    registerFrontierTests(makeBackend);
+    registerReplayTests(makeBackend);
+    registerErrorTests(makeBackend);
+    registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
+    registerPropertyTests(makeBackend);
+  });
+}
