@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { receiptOf } from '../../src/core/backend.js';
-import type { Lease } from '../../src/core/types.js';
 import { appendN, expectCode, fetchAll, pos, readAll, sequences, useFixture, type BackendFactory } from './fixture.js';
 
 export function registerFetchTests(makeBackend: BackendFactory): void {
@@ -213,9 +212,3 @@ export function registerFetchTests(makeBackend: BackendFactory): void {
   });
 }
 
-/** Latest lease per receipt among `leases`, for tests that juggle redeliveries. */
-export function latestByReceipt(leases: Lease[]): Map<string, Lease> {
-  const out = new Map<string, Lease>();
-  for (const l of leases) out.set(l.receipt, l);
-  return out;
-}

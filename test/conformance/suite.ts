@@ -7,6 +7,7 @@ import { registerLeaseTests } from './leases.js';
 import { registerLogTests } from './log.js';
 import { registerPropertyTests } from './properties.js';
 import { registerQueryTests } from './query.js';
+import { registerRenewTests } from './renew.js';
 import { registerReplayTests } from './replay.js';
 import { registerStorageTests } from './storage.js';
 
@@ -28,6 +29,7 @@ export function runConformanceSuite(
     registerQueryTests(makeBackend);
     registerFetchTests(makeBackend);
     registerLeaseTests(makeBackend);
+    registerRenewTests(makeBackend);
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
     registerErrorTests(makeBackend);
