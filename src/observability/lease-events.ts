@@ -60,9 +60,12 @@ export interface FetchErrorEvent {
 }
 
 /** Why a handler did not produce a valid outcome. */
-export type HandlerErrorKind = 'threw' | 'timeout' | 'invalid-outcome';
+export type HandlerErrorKind = 'threw' | 'timeout' | 'invalid-outcome' | 'stopped';
 
-/** A handler threw, timed out or returned something that is not an outcome; the lease is nacked. */
+/**
+ * A handler threw, timed out, returned something that is not an outcome, or
+ * was still running when a drain gave up on it; the lease is nacked.
+ */
 export interface HandlerErrorEvent extends LeaseEventInfo {
   readonly kind: HandlerErrorKind;
   readonly error: unknown;

@@ -1,0 +1,111 @@
+import type { JsonValue, Lease, RheoEvent } from '../core/types.js';
+import type { Timers } from '../producer/timers.js';
+
+/** What a handler gets besides the event. */
+export interface HandlerContext<T = JsonValue> {
+  /** The lease being processed; settle it only through the handler's return value. */
+  readonly lease: Lease<T>;
+  /** 1 on first delivery; greater means this is a redelivery (keep handlers idempotent on `event.id`). */
+  readonly attempt: number;
+  /**
+   * Aborted when the handler times out (`handlerTimeoutMs`), when the lease is
+   * lost (renewal came back stale: someone else may hold it now) and when a
+   * drain gives up waiting. Pass it to anything cancellable.
+   */
+  readonly signal: AbortSignal;
+}
+
+/** Retry later: the lease is nacked with `retry` as reason, visible again after `delayMs` (default 0). */
+export interface RetryOutcome {
+  retry: string;
+  delayMs?: number;
+}
+
+/** Dead-letter now, with `reject` as reason. */
+export interface RejectOutcome {
+  reject: string;
+}
+
+/**
+ * What a handler returns. Nothing or `'ack'` acks; `{ retry }` nacks (and
+ * dead-letters at the group's `maxAttempts`); `{ reject }` dead-letters. A
+ * throw nacks with the error's message; any other value nacks with a reason
+ * that says the return value was invalid.
+ */
+// `void` so that a handler with no return statement type-checks.
+export type HandlerOutcome = void | undefined | 'ack' | RetryOutcome | RejectOutcome;
+
+export type ConsumerHandler<T = JsonValue> = (
+  event: RheoEvent<T>,
+  context: HandlerContext<T>,
+) => HandlerOutcome | Promise<HandlerOutcome>;
+
+/**
+ * At most one handler in flight per ordering key: `'key'` (the event key;
+ * events without a key are not ordered), `'partition'`, or a function of the lease.
+ */
+export type OrderBy<T = JsonValue> = 'key' | 'partition' | ((lease: Lease<T>) => string);
+
+export interface ConsumeOptions<T = JsonValue> {
+  stream: string;
+  group: string;
+  handler: ConsumerHandler<T>;
+  /** Handlers running at once. Default 1. */
+  concurrency?: number;
+  /**
+   * Unsettled leases held at once (running, waiting to start, buffered).
+   * Default `max(10, concurrency)`; must be at least `concurrency`. Every held
+   * lease is a running clock, so keep it near `concurrency`.
+   */
+  maxDemand?: number;
+  /** Lease length per claim and renewal. Default: `rheo.defaults.leaseMs`. */
+  leaseMs?: number;
+  /** Wait after an empty fetch (cut short by backend notifications). Default: `rheo.defaults.pollMs`. */
+  pollMs?: number;
+  /** Recorded on every lease. Default: `consumer-<random>`. */
+  consumerId?: string;
+  /** Consume only these partitions. */
+  partitions?: number[];
+  /** Abort the handler's signal and nack with a timeout reason after this long. Default: no timeout. */
+  handlerTimeoutMs?: number;
+  /** Per-key ordering; default: none (any lease may run next to any other). */
+  orderBy?: OrderBy<T>;
+  /** Aborting it stops the consumer, as `stop()` does (with `stopTimeoutMs`). */
+  signal?: AbortSignal;
+  /** How long a drain triggered by `signal` waits for running handlers. Default 30 000. */
+  stopTimeoutMs?: number;
+  /** Timer source for renewal, polling, backoff, handler timeouts and drains. Default: real timers. For tests. */
+  timers?: Timers;
+}
+
+export interface StopOptions {
+  /** How long to wait for running handlers before aborting them. Default: the consumer's `stopTimeoutMs`. */
+  timeoutMs?: number;
+}
+
+/** Counters since the consumer started; a snapshot, not live. */
+export interface ConsumerStats {
+  /** Handlers running right now. */
+  inflight: number;
+  /** Unsettled leases held (running, waiting, buffered). */
+  held: number;
+  /** Handlers that finished (any outcome, timeouts included). */
+  handled: number;
+  acked: number;
+  /** Nacked for a retry (handler asked, threw, timed out or returned something invalid). */
+  retried: number;
+  /** Rejected by the handler. */
+  deadLettered: number;
+  /** Leases lost while held (renewal or settle answered `stale_lease`). */
+  lost: number;
+  /** Settles that failed. */
+  settleErrors: number;
+  /** Fetches that failed. */
+  fetchErrors: number;
+  /** The fetch backoff now in force after consecutive fetch errors; 0 when fetching normally. */
+  backoffMs: number;
+  /** `'running'`, `'stopping'` or `'stopped'`. */
+  state: ConsumerState;
+}
+
+export type ConsumerState = 'running' | 'stopping' | 'stopped';
