@@ -47,6 +47,7 @@ export interface RheoProducer<T extends JsonValue = JsonValue> {
  * leases that were fetched but never read, so they are redelivered at once
  * without spending an attempt.
  */
+// Declaration merging adds typed event overloads; the interface declares no fields.
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly stream: string;

@@ -1,0 +1,183 @@
+import { Writable } from 'node:stream';
+import pLimit, { type LimitFunction } from 'p-limit';
+import type { JsonValue, Lease } from '../core/types.js';
+import { optionalInteger } from '../core/validation.js';
+import { BatchCollector, type FlushReason } from '../transforms/batch-collector.js';
+import {
+  settleLease,
+  settlementOf,
+  thrownSettlement,
+  type LeaseOutcome,
+  type LeaseSettler,
+  type Settlement,
+  type SettlingStreamEvents,
+} from './lease-outcome.js';
+import type { Timers } from '../producer/timers.js';
+
+/**
+ * What `handleBatch` returns: nothing or `'ack'` acks every lease; an array
+ * gives one `LeaseOutcome` per lease, in the order of the batch. A throw
+ * nacks the whole batch with the error message.
+ */
+export type BatchOutcome = void | 'ack' | LeaseOutcome[];
+
+export interface BatchContext {
+  /** Aborted when the sink is destroyed. */
+  signal: AbortSignal;
+  /** Why the batch closed: it was full, its timeout passed, or the stream ended. */
+  reason: FlushReason;
+}
+
+export interface BatchSinkOptions<T extends JsonValue = JsonValue> {
+  producer: LeaseSettler<T>;
+  handleBatch(leases: Lease<T>[], context: BatchContext): BatchOutcome | Promise<BatchOutcome>;
+  /** A batch closes at this many leases. Default 100. Keep it at or below the producer's `maxDemand`, or batches close only on the timer. */
+  batchSize?: number;
+  /** ...or this long after its first lease, whichever comes first. Default 1000. */
+  batchTimeoutMs?: number;
+  /** Batches handled at once. Default 1. */
+  concurrency?: number;
+  /** Default: the producer's timers. */
+  timers?: Timers;
+}
+
+export interface BatchErrorInfo<T> {
+  leases: Lease<T>[];
+  error: unknown;
+}
+
+export interface BatchSinkEvents<T> extends SettlingStreamEvents<T> {
+  /** `handleBatch` threw or returned an outcome list of the wrong length; the batch is nacked. */
+  'batch-error': [info: BatchErrorInfo<T>];
+}
+
+/**
+ * An object-mode `Writable` that groups leases like a Broadway batcher (by
+ * `batchSize` or `batchTimeoutMs`, whichever first; a partial batch flushes
+ * on its timer and at the end of the stream), hands each batch to
+ * `handleBatch`, then settles every lease. The settles of one batch reach
+ * the backend as one coalesced call. Destroying the sink releases leases of
+ * batches that never started.
+ */
+export function createBatchSink<T extends JsonValue = JsonValue>(options: BatchSinkOptions<T>): BatchSink<T> {
+  return new BatchSink(options);
+}
+
+/** Typed overloads for the sink's own events. */
+export interface BatchSink<T extends JsonValue = JsonValue> {
+  on<E extends keyof BatchSinkEvents<T>>(event: E, listener: (...args: BatchSinkEvents<T>[E]) => void): this;
+  on(event: string | symbol, listener: (...args: unknown[]) => void): this;
+  once<E extends keyof BatchSinkEvents<T>>(event: E, listener: (...args: BatchSinkEvents<T>[E]) => void): this;
+  once(event: string | symbol, listener: (...args: unknown[]) => void): this;
+}
+
+// Declaration merging adds typed event overloads; the interface declares no fields.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
+  readonly batchSize: number;
+  readonly batchTimeoutMs: number;
+  readonly #producer: LeaseSettler<T>;
+  readonly #handleBatch: BatchSinkOptions<T>['handleBatch'];
+  readonly #limit: LimitFunction;
+  readonly #collector: BatchCollector<Lease<T>>;
+  readonly #queued = new Set<Lease<T>[]>();
+  readonly #tasks = new Set<Promise<void>>();
+  readonly #shutdown = new AbortController();
+
+  constructor(options: BatchSinkOptions<T>) {
+    if (options === null || typeof options !== 'object' || typeof options.handleBatch !== 'function' || !options.producer) {
+      throw new TypeError('createBatchSink expects { producer, handleBatch(leases, { signal }), batchSize?, batchTimeoutMs?, concurrency? }');
+    }
+    const batchSize = optionalInteger('batchSize', options.batchSize, 100, { min: 1, max: 100_000 });
+    const batchTimeoutMs = optionalInteger('batchTimeoutMs', options.batchTimeoutMs, 1000, { min: 1, max: 3600_000 });
+    const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
+    super({ objectMode: true, highWaterMark: 1 });
+    this.batchSize = batchSize;
+    this.batchTimeoutMs = batchTimeoutMs;
+    this.#producer = options.producer;
+    this.#handleBatch = options.handleBatch;
+    this.#limit = pLimit({ concurrency, rejectOnClear: true });
+    this.#collector = new BatchCollector<Lease<T>>({
+      size: batchSize,
+      intervalMs: batchTimeoutMs,
+      timers: options.timers ?? options.producer.timers,
+      onFlush: (leases, reason) => this.#dispatch(leases, reason),
+    });
+  }
+
+  /** Batches being handled now. */
+  get activeCount(): number {
+    return this.#limit.activeCount;
+  }
+
+  /** Leases in the batch still open. */
+  get openBatchLength(): number {
+    return this.#collector.length;
+  }
+
+  override _write(lease: Lease<T>, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.#collector.add(lease);
+    callback();
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.#collector.flush('end');
+    this.#whenIdle().then(() => callback(), callback);
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#shutdown.abort(error ?? new Error('batch sink destroyed'));
+    this.#limit.clearQueue();
+    const unstarted = [...this.#collector.take(), ...[...this.#queued].flat()];
+    this.#queued.clear();
+    Promise.all(unstarted.map((lease) => settleLease(this.#producer, lease, { kind: 'release' }, this))).then(
+      () => callback(error),
+      () => callback(error),
+    );
+  }
+
+  #dispatch(leases: Lease<T>[], reason: FlushReason): void {
+    this.#queued.add(leases);
+    const task = this.#limit(() => this.#run(leases, reason)).catch(() => {
+      // Cleared from the queue by destroy: _destroy releases the leases.
+    });
+    this.#tasks.add(task);
+    void task.finally(() => this.#tasks.delete(task));
+  }
+
+  async #whenIdle(): Promise<void> {
+    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+  }
+
+  async #run(batch: Lease<T>[], reason: FlushReason): Promise<void> {
+    if (!this.#queued.delete(batch)) return;
+    // Leases lost while waiting (renewal answered stale_lease) would only be refused at settle time.
+    const leases = batch.filter((lease) => this.#producer.holds(lease.leaseId));
+    if (leases.length === 0) return;
+    let settlements: Settlement[];
+    try {
+      const outcome = await this.#handleBatch(leases, { signal: this.#shutdown.signal, reason });
+      settlements = this.#settlementsOf(leases, outcome);
+    } catch (error) {
+      if (this.#shutdown.signal.aborted) settlements = leases.map(() => ({ kind: 'release' }));
+      else {
+        this.emit('batch-error', { leases, error });
+        const nack = thrownSettlement(error);
+        settlements = leases.map(() => nack);
+      }
+    }
+    await Promise.all(leases.map((lease, i) => settleLease(this.#producer, lease, settlements[i]!, this)));
+  }
+
+  #settlementsOf(leases: Lease<T>[], outcome: BatchOutcome): Settlement[] {
+    if (outcome === undefined || outcome === 'ack') return leases.map(() => ({ kind: 'ack' }));
+    if (Array.isArray(outcome) && outcome.length === leases.length) return outcome.map((o) => settlementOf(o));
+    const error = new TypeError(
+      `handleBatch must return nothing, 'ack' or one outcome per lease (${leases.length}), got ${
+        Array.isArray(outcome) ? `an array of ${outcome.length}` : typeof outcome
+      }`,
+    );
+    this.emit('batch-error', { leases, error });
+    return leases.map(() => thrownSettlement(error));
+  }
+}

@@ -1,0 +1,121 @@
+import type { EventEmitter } from 'node:events';
+import { RheoError, isRheoError } from '../core/errors.js';
+import type { JsonValue, Lease } from '../core/types.js';
+import type { RheoProducer } from '../producer/rheo-producer.js';
+
+/**
+ * What a handler returns for one lease: nothing or `'ack'` acks;
+ * `{ retry: reason, delayMs? }` nacks (retried until `maxAttempts`, then
+ * dead-lettered); `{ reject: reason }` dead-letters now. A throw nacks with
+ * the error message as reason.
+ */
+export type LeaseOutcome = void | 'ack' | { retry: string; delayMs?: number } | { reject: string };
+
+/** The settle a sink performs for one lease. */
+export type Settlement =
+  | { kind: 'ack' }
+  | { kind: 'nack'; reason: string; delayMs: number }
+  | { kind: 'reject'; reason: string }
+  | { kind: 'release' };
+
+/** What sinks and settling transforms need from a producer. */
+export type LeaseSettler<T extends JsonValue = JsonValue> = Pick<
+  RheoProducer<T>,
+  'ack' | 'nack' | 'reject' | 'release' | 'holds' | 'timers' | 'on' | 'off'
+>;
+
+export interface SettleErrorInfo<T> {
+  lease: Lease<T>;
+  op: Settlement['kind'];
+  error: RheoError;
+}
+
+export interface SinkLeaseLostInfo<T> {
+  lease: Lease<T>;
+  error: RheoError;
+}
+
+export interface HandlerErrorInfo<T> {
+  lease: Lease<T>;
+  error: unknown;
+}
+
+/** Events of sinks and of transforms that settle. None of them is `'error'`: a failed settle never breaks the pipeline. */
+export interface SettlingStreamEvents<T> {
+  /** A settle failed for another reason than `stale_lease` (backend down, ambiguous write). The lease is left to expire. */
+  'settle-error': [info: SettleErrorInfo<T>];
+  /** A settle answered `stale_lease`: the lease had already been taken away. */
+  'lease-lost': [info: SinkLeaseLostInfo<T>];
+  /** A handler threw (the lease is nacked with the message). */
+  'handler-error': [info: HandlerErrorInfo<T>];
+}
+
+const MAX_DELAY_MS = 7 * 24 * 3600_000;
+
+/**
+ * Maps a handler's return value to a settlement. Strict on purpose: a typo
+ * such as `{ retyr: 'x' }` must not ack (and so lose) the event, so anything
+ * that is not exactly an outcome nacks with a reason saying what came back.
+ */
+export function settlementOf(outcome: unknown): Settlement {
+  if (outcome === undefined || outcome === 'ack') return { kind: 'ack' };
+  if (outcome !== null && typeof outcome === 'object' && !Array.isArray(outcome)) {
+    const o = outcome as Record<string, unknown>;
+    const keys = Object.keys(o).filter((k) => o[k] !== undefined);
+    if (typeof o.retry === 'string' && keys.every((k) => k === 'retry' || k === 'delayMs')) {
+      const delayMs = o.delayMs ?? 0;
+      if (typeof delayMs === 'number' && Number.isSafeInteger(delayMs) && delayMs >= 0 && delayMs <= MAX_DELAY_MS) {
+        return { kind: 'nack', reason: o.retry, delayMs };
+      }
+    }
+    if (typeof o.reject === 'string' && keys.length === 1) return { kind: 'reject', reason: o.reject };
+  }
+  let shown: string;
+  try {
+    shown = JSON.stringify(outcome) ?? String(outcome);
+  } catch {
+    shown = String(outcome);
+  }
+  return {
+    kind: 'nack',
+    reason: `invalid handler outcome ${shown.slice(0, 200)}: expected nothing, 'ack', { retry, delayMs? } or { reject }`,
+    delayMs: 0,
+  };
+}
+
+/** A throw nacks with the error as reason. */
+export function thrownSettlement(error: unknown): Settlement {
+  const message = error instanceof Error ? error.message || error.name : String(error);
+  return { kind: 'nack', reason: message, delayMs: 0 };
+}
+
+/**
+ * Performs a settlement through the producer (which confirms the lease in
+ * the same step) and turns a failure into an event on `events`, never a
+ * rejection: a stale lease becomes `lease-lost`, anything else `settle-error`.
+ */
+export async function settleLease<T extends JsonValue>(
+  producer: LeaseSettler<T>,
+  lease: Lease<T>,
+  settlement: Settlement,
+  events: EventEmitter,
+): Promise<void> {
+  try {
+    switch (settlement.kind) {
+      case 'ack':
+        return await producer.ack(lease);
+      case 'nack':
+        return await producer.nack(lease, settlement.reason, { delayMs: settlement.delayMs });
+      case 'reject':
+        return await producer.reject(lease, settlement.reason);
+      case 'release':
+        return await producer.release(lease);
+    }
+  } catch (failure) {
+    const error = isRheoError(failure)
+      ? failure
+      : new RheoError('internal', `settle failed: ${(failure as Error)?.message ?? String(failure)}`, { cause: failure });
+    if (error.code === 'stale_lease') events.emit('lease-lost', { lease, error });
+    else events.emit('settle-error', { lease, op: settlement.kind, error });
+  }
+}

@@ -1,0 +1,59 @@
+import { Transform } from 'node:stream';
+import { systemTimers, type Timers } from '../producer/timers.js';
+import { BatchCollector } from './batch-collector.js';
+
+export interface BatchTransformOptions {
+  /** Emit a batch at this many items... */
+  size?: number;
+  /** ...or this long after the batch's first item, whichever comes first. */
+  timeMs?: number;
+  timers?: Timers;
+}
+
+/**
+ * Groups items (leases, or `{ lease, value }` from a map) into arrays by size
+ * and/or time for a downstream writer; the partial batch is emitted when the
+ * stream ends. It settles nothing: the writer settles each lease.
+ */
+export function createBatchTransform<C = unknown>(options: BatchTransformOptions): BatchTransform<C> {
+  return new BatchTransform<C>(options);
+}
+
+/** Typed iteration over the batches. */
+export interface BatchTransform<C = unknown> {
+  [Symbol.asyncIterator](): AsyncIterableIterator<C[]>;
+}
+
+// Declaration merging adds typed overloads; the interface declares no fields.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export class BatchTransform<C = unknown> extends Transform {
+  readonly #collector: BatchCollector<C>;
+
+  constructor(options: BatchTransformOptions) {
+    if (options === null || typeof options !== 'object') throw new TypeError('createBatchTransform expects { size?, timeMs? }');
+    super({ objectMode: true });
+    this.#collector = new BatchCollector<C>({
+      size: options.size,
+      intervalMs: options.timeMs,
+      timers: options.timers ?? systemTimers,
+      onFlush: (items) => {
+        if (!this.destroyed) this.push(items);
+      },
+    });
+  }
+
+  override _transform(item: C, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.#collector.add(item);
+    callback();
+  }
+
+  override _flush(callback: (error?: Error | null) => void): void {
+    this.#collector.flush('end');
+    callback();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#collector.take();
+    callback(error);
+  }
+}

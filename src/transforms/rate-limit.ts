@@ -1,0 +1,69 @@
+import { Transform } from 'node:stream';
+import { systemClock, type Clock } from '../core/clock.js';
+import { optionalInteger } from '../core/validation.js';
+import { systemTimers, type ScheduledTimer, type Timers } from '../producer/timers.js';
+
+export interface RateLimitOptions {
+  /** At most this many items pass... */
+  limit: number;
+  /** ...in any window of this many milliseconds. */
+  intervalMs: number;
+  clock?: Clock;
+  timers?: Timers;
+}
+
+/**
+ * Lets at most `limit` items through per sliding `intervalMs`; the rest wait
+ * (holding the write callback, so upstream feels the backpressure). Items pass
+ * unchanged and in order. Use it in front of a sink that calls a rate-limited
+ * API; leases waiting here still count against the producer's `maxDemand`.
+ */
+export function createRateLimit<C = unknown>(options: RateLimitOptions): RateLimit<C> {
+  return new RateLimit<C>(options);
+}
+
+export class RateLimit<C = unknown> extends Transform {
+  readonly limit: number;
+  readonly intervalMs: number;
+  readonly #clock: Clock;
+  readonly #timers: Timers;
+  /** Pass times of the last `limit` items, oldest first. */
+  readonly #passedAt: number[] = [];
+  #timer: ScheduledTimer | null = null;
+
+  constructor(options: RateLimitOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError('createRateLimit expects { limit, intervalMs }');
+    }
+    const limit = optionalInteger('limit', options.limit, Number.NaN, { min: 1, max: 1_000_000 });
+    const intervalMs = optionalInteger('intervalMs', options.intervalMs, Number.NaN, { min: 1, max: 86_400_000 });
+    super({ objectMode: true });
+    this.limit = limit;
+    this.intervalMs = intervalMs;
+    this.#clock = options.clock ?? systemClock;
+    this.#timers = options.timers ?? systemTimers;
+  }
+
+  override _transform(item: C, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    const admit = (): void => {
+      this.#timer = null;
+      if (this.destroyed) return;
+      const now = this.#clock.now();
+      while (this.#passedAt.length > 0 && this.#passedAt[0]! <= now - this.intervalMs) this.#passedAt.shift();
+      if (this.#passedAt.length < this.limit) {
+        this.#passedAt.push(now);
+        this.push(item);
+        callback();
+        return;
+      }
+      this.#timer = this.#timers.schedule(this.#passedAt[0]! + this.intervalMs - now, admit);
+    };
+    admit();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#timer?.cancel();
+    this.#timer = null;
+    callback(error);
+  }
+}
