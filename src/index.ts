@@ -10,3 +10,42 @@ export { memoryBackend } from './backends/memory/memory-backend.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js';
 export type * from './core/types.js';
 export type * from './core/backend.js';
+export { RheoProducer } from './producer/rheo-producer.js';
+export type {
+  ProducerOptions,
+  ProducerSource,
+  RheoProducerEvents,
+  LeaseLostInfo,
+  FetchErrorInfo,
+  RenewErrorInfo,
+  ReleasedInfo,
+  FetchedInfo,
+} from './producer/producer-options.js';
+export type { RenewSummary } from './producer/inflight-tracker.js';
+export type { BackoffOptions } from './producer/backoff.js';
+export { systemTimers } from './producer/timers.js';
+export type { Timers, ScheduledTimer } from './producer/timers.js';
+export { createLeaseSink, LeaseSink } from './sinks/lease-sink.js';
+export type { LeaseSinkOptions, LeaseHandlerContext } from './sinks/lease-sink.js';
+export { createBatchSink, BatchSink } from './sinks/batch-sink.js';
+export type { BatchSinkOptions, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
+export type {
+  LeaseOutcome,
+  Settlement,
+  LeaseSettler,
+  SettlingStreamEvents,
+  SettleErrorInfo,
+  SinkLeaseLostInfo,
+  HandlerErrorInfo,
+} from './sinks/lease-outcome.js';
+export { createMapTransform, MapTransform } from './transforms/map-transform.js';
+export type { Mapped, MapTransformOptions } from './transforms/map-transform.js';
+export { createWindowTransform, WindowTransform } from './transforms/window-transform.js';
+export type { WindowTransformOptions, WindowContext, WindowTransformEvents, TriggerErrorInfo } from './transforms/window-transform.js';
+export { createKeyOrderedTransform, KeyOrderedTransform } from './transforms/key-ordered-transform.js';
+export type { KeyOrderedTransformOptions } from './transforms/key-ordered-transform.js';
+export { createRateLimit, RateLimit } from './transforms/rate-limit.js';
+export type { RateLimitOptions } from './transforms/rate-limit.js';
+export { createBatchTransform, BatchTransform } from './transforms/batch-transform.js';
+export type { BatchTransformOptions } from './transforms/batch-transform.js';
+export type { FlushReason } from './transforms/batch-collector.js';
