@@ -1,0 +1,109 @@
+import type { PreparedAppend } from '../../core/backend.js';
+import type { Clock } from '../../core/clock.js';
+import { RheoError } from '../../core/errors.js';
+import { uuidv7 } from '../../core/ids.js';
+import type { JsonObject, JsonValue, RheoEvent } from '../../core/types.js';
+import { routePartition } from '../../core/validation.js';
+import type { StreamRef } from './catalog.js';
+import { sqlState } from './errors.js';
+import type { LeaseContext } from './leases.js';
+import { toEvent } from './rows.js';
+
+interface AppendRow {
+  id: string;
+  partition: number;
+  sequence: number;
+  existed: boolean;
+  type: string | null;
+  key: string | null;
+  payload: JsonValue | null;
+  metadata: JsonObject | null;
+  ts_ms: number | null;
+}
+
+interface Routed {
+  id: string;
+  input: PreparedAppend;
+  partition: number;
+}
+
+/** Two appends racing on one new id: the loser's statement fails whole and is retried. */
+const MAX_ID_RACE_RETRIES = 5;
+
+/**
+ * Routes and identifies every input before anything is sent (so a bad
+ * partition writes nothing), then appends the batch in one statement
+ * (sql/append.ts). Returns the events in input order; `wrote` says whether any
+ * new event was stored.
+ */
+export async function appendEvents(
+  ctx: LeaseContext,
+  stream: StreamRef,
+  inputs: PreparedAppend[],
+  options: { clock: Clock | null; channel: string; notify: boolean },
+): Promise<{ events: RheoEvent[]; wrote: boolean }> {
+  const ids = inputs.map((input) => input.id ?? uuidv7(options.clock ?? undefined));
+  const unique = new Map<string, Routed>();
+  inputs.forEach((input, i) => {
+    const partition = routePartition(stream.name, stream.partitions, input.partition, input.key);
+    const id = ids[i] as string;
+    // Within one batch a repeated id yields the event of its first occurrence.
+    if (!unique.has(id)) unique.set(id, { id, input, partition });
+  });
+  const batch = [...unique.values()];
+  const values = [
+    stream.id,
+    batch.map((b) => b.id),
+    batch.map((b) => b.input.type),
+    batch.map((b) => b.input.key),
+    batch.map((b) => JSON.stringify(b.input.payload)),
+    batch.map((b) => JSON.stringify(b.input.metadata)),
+    batch.map((b) => b.partition),
+    batch.map((b) => b.input.timestamp.toISOString()),
+    options.channel,
+    stream.name,
+    options.notify,
+  ];
+  const action = `append ${inputs.length} event(s) to stream "${stream.name}"`;
+  let rows: AppendRow[] = [];
+  for (let attempt = 1; ; attempt++) {
+    try {
+      rows = await ctx.db.query<AppendRow>({ action, stream: stream.name, writes: true }, ctx.sql.append, values);
+      break;
+    } catch (error) {
+      const idRace = error instanceof RheoError && sqlState(error.cause) === '23505';
+      if (idRace && attempt < MAX_ID_RACE_RETRIES) continue;
+      throw error;
+    }
+  }
+  const byId = new Map<string, RheoEvent>();
+  let wrote = false;
+  for (const row of rows) {
+    if (row.existed) {
+      byId.set(row.id, toEvent(stream.name, row as AppendRow & { type: string; payload: JsonValue; metadata: JsonObject; ts_ms: number }));
+      continue;
+    }
+    wrote = true;
+    const routed = unique.get(row.id);
+    if (!routed) continue;
+    const { input } = routed;
+    byId.set(row.id, {
+      id: row.id,
+      stream: stream.name,
+      partition: row.partition,
+      sequence: row.sequence,
+      type: input.type,
+      key: input.key,
+      payload: input.payload,
+      metadata: input.metadata,
+      timestamp: new Date(input.timestamp.getTime()),
+    });
+  }
+  const events = ids.map((id) => byId.get(id));
+  if (events.some((e) => e === undefined)) {
+    throw new RheoError('internal', `append to stream "${stream.name}" returned fewer events than it was given`, {
+      stream: stream.name,
+    });
+  }
+  return { events: events as RheoEvent[], wrote };
+}

@@ -1,0 +1,139 @@
+import type pg from 'pg';
+import { RheoError } from '../../core/errors.js';
+import { classifyError, sqlState, type FailureContext } from './errors.js';
+
+/** What a statement is, for error classification and messages. */
+export type StatementContext = Omit<FailureContext, 'sent'>;
+
+const TRANSIENT = new Set(['40001', '40P01']);
+const MAX_TRANSIENT_RETRIES = 3;
+
+/**
+ * Result parsing is pinned per query, so rheo works whatever global
+ * `pg.types.setTypeParser` overrides the host application installed.
+ * Timestamps are selected as epoch milliseconds (`int8`), never parsed from
+ * text whose format depends on the server's DateStyle.
+ */
+const identity = (value: string): string => value;
+const toNumber = (value: string): number => Number(value);
+const toBoolean = (value: string): boolean => value === 't' || value === 'true';
+const PARSERS: Record<number, (value: string) => unknown> = {
+  16: toBoolean, // bool
+  20: toNumber, // int8
+  21: toNumber, // int2
+  23: toNumber, // int4
+  114: (value) => JSON.parse(value) as unknown, // json
+  3802: (value) => JSON.parse(value) as unknown, // jsonb
+};
+const TYPES: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number) => PARSERS[oid] ?? identity) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+/** SQL for epoch milliseconds of a timestamptz expression (compile-time column names only). */
+export function ms(expression: string): string {
+  return `floor(extract(epoch FROM ${expression}) * 1000)::int8`;
+}
+
+export type Queryable = Pick<pg.PoolClient, 'query'>;
+
+/**
+ * The backend's access to PostgreSQL: checks out a pooled connection per
+ * statement, pins result parsing, and sends every failure through
+ * `classifyError`, knowing whether the statement had reached a connection.
+ */
+export class Database {
+  readonly pool: pg.Pool;
+  readonly ownsPool: boolean;
+  #ended = false;
+
+  constructor(pool: pg.Pool, ownsPool: boolean) {
+    this.pool = pool;
+    this.ownsPool = ownsPool;
+    // An idle pooled connection that dies (server restart, pg_terminate_backend)
+    // is reported on the pool; without a listener Node would crash the process.
+    // The pool already discards that client; the next checkout reconnects.
+    if (ownsPool) this.pool.on('error', () => {});
+  }
+
+  async query<R>(ctx: StatementContext, text: string, values: unknown[]): Promise<R[]> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#checkout(ctx);
+      try {
+        const result = await client.query<R & pg.QueryResultRow>({ text, values, types: TYPES });
+        client.release();
+        return result.rows;
+      } catch (error) {
+        client.release(brokenConnection(error) ? asError(error) : undefined);
+        // A deadlock or serialization failure rolled the statement back whole.
+        if (attempt < MAX_TRANSIENT_RETRIES && TRANSIENT.has(sqlState(error) ?? '')) continue;
+        throw classifyError(error, { ...ctx, sent: true });
+      }
+    }
+  }
+
+  /**
+   * Runs `fn` inside BEGIN/COMMIT on one connection. Failures before COMMIT is
+   * sent roll back (nothing written, so a lost connection is
+   * `backend_unavailable`); a connection lost during COMMIT is `ambiguous`.
+   */
+  async transaction<T>(ctx: StatementContext, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.#checkout(ctx);
+    let committing = false;
+    const tx: Queryable = {
+      query: ((config: pg.QueryConfig) => client.query({ ...config, types: TYPES })) as Queryable['query'],
+    };
+    try {
+      await client.query('BEGIN');
+      const result = await fn(tx);
+      committing = true;
+      await client.query('COMMIT');
+      client.release();
+      return result;
+    } catch (error) {
+      const broken = brokenConnection(error);
+      if (!committing && !broken) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          // The connection is unusable; it is destroyed below.
+          client.release(true);
+          throw classifyError(error, { ...ctx, sent: true, writes: false });
+        }
+      }
+      client.release(broken ? asError(error) : undefined);
+      throw classifyError(error, { ...ctx, sent: true, writes: ctx.writes && committing });
+    }
+  }
+
+  async end(): Promise<void> {
+    if (this.#ended) return;
+    this.#ended = true;
+    if (this.ownsPool) await this.pool.end();
+  }
+
+  async #checkout(ctx: StatementContext): Promise<pg.PoolClient> {
+    if (this.#ended) throw new RheoError('closed', `${ctx.action} failed: the postgres backend is closed`, { stream: ctx.stream, group: ctx.group });
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      throw classifyError(error, { ...ctx, sent: false });
+    }
+  }
+}
+
+/** True when the connection itself failed, so it must not go back to the pool. */
+function brokenConnection(error: unknown): boolean {
+  const state = sqlState(error);
+  if (state === undefined) return true;
+  return state.startsWith('08') || state.startsWith('57P');
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** Typed query through a transaction's connection. */
+export async function txQuery<R>(tx: Queryable, text: string, values: unknown[]): Promise<R[]> {
+  const result = await tx.query<R & pg.QueryResultRow>({ text, values });
+  return result.rows;
+}

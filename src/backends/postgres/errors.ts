@@ -1,0 +1,119 @@
+import { RheoError, type RheoErrorCode, type RheoErrorDetails } from '../../core/errors.js';
+
+/**
+ * The one place where driver errors become `RheoError`s. Callers say what
+ * they were doing, and whether the statement had been handed to the server
+ * (`sent`) and could have written (`writes`): a connection lost after a write
+ * was sent leaves its outcome unknown (`ambiguous`); lost before sending, or
+ * while only reading, nothing was written (`backend_unavailable`).
+ */
+export interface FailureContext extends RheoErrorDetails {
+  /** What was attempted, for the message: `append to stream "s"`. */
+  action: string;
+  /** The statement reached the connection (pool checkout succeeded). */
+  sent: boolean;
+  /** The statement may have changed data. */
+  writes: boolean;
+}
+
+// SQLSTATE classes and codes: https://www.postgresql.org/docs/current/errcodes-appendix.html
+const CONNECTION_CODES = new Set([
+  '57P01', // admin_shutdown (pg_terminate_backend, fast shutdown)
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now (starting up, shutting down, recovery)
+  '57P05', // idle_session_timeout
+  '53300', // too_many_connections
+  '53400', // configuration_limit_exceeded
+  '25P03', // idle_in_transaction_session_timeout
+]);
+const CANCEL_CODES = new Set(['57014']); // query_canceled: statement_timeout, pg_cancel_backend
+const TRANSIENT_CODES = new Set(['40001', '40P01', '55P03']); // serialization, deadlock, lock_not_available
+const BAD_VALUE_CODES = new Set(['22P05', '22021', '22P02', '22003', '22007', '22008', '54000']);
+
+const NODE_CONNECT_ERRNOS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EACCES', 'ENOENT']);
+const NODE_DROP_ERRNOS = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED']);
+
+interface DriverErrorShape {
+  code?: unknown;
+  message?: unknown;
+  severity?: unknown;
+}
+
+/** A SQLSTATE from a server error (`pg.DatabaseError`), else undefined. */
+export function sqlState(error: unknown): string | undefined {
+  if (error === null || typeof error !== 'object') return undefined;
+  const { code, severity } = error as DriverErrorShape;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && typeof severity === 'string' ? code : undefined;
+}
+
+function errno(error: unknown): string | undefined {
+  if (error === null || typeof error !== 'object') return undefined;
+  const { code } = error as DriverErrorShape;
+  return typeof code === 'string' && code.startsWith('E') ? code : undefined;
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+/** Errors the pg client raises itself when the socket is gone or never came up. */
+function isConnectionLoss(error: unknown): boolean {
+  const message = messageOf(error);
+  return (
+    NODE_DROP_ERRNOS.has(errno(error) ?? '') ||
+    /Connection terminated|connection error|not queryable|Client was closed|socket hang up/i.test(message)
+  );
+}
+
+function isConnectFailure(error: unknown): boolean {
+  const message = messageOf(error);
+  return (
+    NODE_CONNECT_ERRNOS.has(errno(error) ?? '') ||
+    /timeout exceeded when trying to connect|Connection terminated due to connection timeout|password authentication failed|does not exist/i.test(
+      message,
+    )
+  );
+}
+
+export function classifyError(error: unknown, ctx: FailureContext): RheoError {
+  if (error instanceof RheoError) return error;
+  const details: RheoErrorDetails = { stream: ctx.stream, group: ctx.group, cause: error };
+  const make = (code: RheoErrorCode, why: string) =>
+    new RheoError(code, `${ctx.action} failed: ${why}: ${messageOf(error)}`, details);
+
+  if (/Cannot use a pool after calling end|pool is (ended|closed)/i.test(messageOf(error))) {
+    return make('closed', 'the backend is closed');
+  }
+  const state = sqlState(error);
+  if (state !== undefined) {
+    if (state.startsWith('08') || CONNECTION_CODES.has(state)) {
+      if (!ctx.sent || !ctx.writes || state === '53300' || state === '57P03') {
+        return make('backend_unavailable', 'PostgreSQL is unavailable');
+      }
+      return make('ambiguous', 'the connection was lost after the write was sent; it may or may not have been applied');
+    }
+    if (state.startsWith('28')) return make('backend_unavailable', 'PostgreSQL refused the credentials');
+    if (CANCEL_CODES.has(state)) {
+      // A cancelled statement rolls back, but a cancel can race the commit.
+      return ctx.writes
+        ? make('ambiguous', 'the statement was cancelled (timeout?) and its outcome is unknown')
+        : make('backend_unavailable', 'the statement was cancelled (timeout?)');
+    }
+    if (TRANSIENT_CODES.has(state)) return make('backend_unavailable', 'a transient conflict rolled the statement back; retry');
+    if (state === '3F000' || state === '42P01' || state === '42883') {
+      return make('schema_version', 'the rheo schema is missing or incomplete; call rheo.migrate()');
+    }
+    if (BAD_VALUE_CODES.has(state)) return make('invalid_argument', 'PostgreSQL cannot store a value');
+    if (state === '23505') return make('already_exists', 'a unique constraint was violated');
+    return make('internal', `unexpected PostgreSQL error ${state}`);
+  }
+  if (!ctx.sent) return make('backend_unavailable', 'cannot connect to PostgreSQL');
+  if (isConnectionLoss(error)) {
+    return ctx.writes
+      ? make('ambiguous', 'the connection was lost after the write was sent; it may or may not have been applied')
+      : make('backend_unavailable', 'the connection to PostgreSQL was lost');
+  }
+  if (isConnectFailure(error)) return make('backend_unavailable', 'cannot connect to PostgreSQL');
+  return make('internal', 'unexpected driver error');
+}

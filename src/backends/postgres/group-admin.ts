@@ -1,0 +1,169 @@
+import type { GroupStart, NormalizedReplay } from '../../core/backend.js';
+import { RheoError, invalidArgument } from '../../core/errors.js';
+import type { DeadLetter, LagReport, PartitionLag } from '../../core/types.js';
+import { checkPartitions, type GroupRef, type StreamRef } from './catalog.js';
+import { txQuery } from './connection.js';
+import type { LeaseContext } from './leases.js';
+import { toEvent, type EventRow } from './rows.js';
+
+/** Bound parameters for a group start: [after, override partitions, override cursors, at]. */
+export function startParams(stream: StreamRef, start: GroupStart): [number, number[], number[], string | null] {
+  if (start.kind === 'at') return [0, [], [], start.at.toISOString()];
+  const keys = Object.keys(start.perPartition).map(Number);
+  checkPartitions(stream, keys);
+  return [start.after, keys, keys.map((k) => start.perPartition[k] ?? start.after), null];
+}
+
+interface LagRow {
+  partition: number;
+  cursor: number;
+  high_watermark: number;
+  min_open: number | null;
+  oldest_ms: number | null;
+}
+
+export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagReport> {
+  const rows = await ctx.db.query<LagRow>(
+    { action: `lag of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: false },
+    ctx.sql.lag,
+    [g.id, g.stream.id],
+  );
+  const partitions: Record<number, PartitionLag> = {};
+  let total = 0;
+  for (const row of rows) {
+    const frontier = row.min_open === null ? row.cursor : row.min_open - 1;
+    const lag = Math.max(0, row.high_watermark - frontier);
+    total += lag;
+    partitions[row.partition] = {
+      frontier,
+      highWatermark: row.high_watermark,
+      lag,
+      oldestUnsettledAt: frontier < row.high_watermark && row.oldest_ms !== null ? new Date(row.oldest_ms) : null,
+    };
+  }
+  return { stream: g.stream.name, group: g.name, lag: total, partitions };
+}
+
+export interface GroupCounts {
+  deliveries: number;
+  inflight: number;
+  dead_letters: number;
+}
+
+export async function groupCounts(ctx: LeaseContext, g: GroupRef): Promise<GroupCounts> {
+  const [row] = await ctx.db.query<GroupCounts>(
+    { action: `count state of group "${g.name}"`, stream: g.stream.name, group: g.name, writes: false },
+    ctx.sql.counts,
+    [g.id],
+  );
+  return row ?? { deliveries: 0, inflight: 0, dead_letters: 0 };
+}
+
+/**
+ * Replay and reset run in a transaction that first locks the group's cursors
+ * (in partition order, like fetch), so they queue behind in-flight claims and
+ * their later statements see every committed claim.
+ */
+export async function replayGroup(
+  ctx: LeaseContext,
+  g: GroupRef,
+  spec: NormalizedReplay,
+  partitions: number[] | null,
+): Promise<void> {
+  if (partitions) checkPartitions(g.stream, partitions);
+  const scope = partitions ?? Array.from({ length: g.stream.partitions }, (_, p) => p);
+  const { sql } = ctx;
+  const label = { stream: g.stream.name, group: g.name, writes: true };
+  await ctx.db.transaction({ action: `replay group "${g.name}" of stream "${g.stream.name}"`, ...label }, async (tx) => {
+    await txQuery(tx, sql.lockCursors, [g.id, scope]);
+    if (spec.kind === 'fromSequence') {
+      await txQuery(tx, sql.replayFrom, [g.id, scope, scope.map(() => spec.fromSequence)]);
+      return;
+    }
+    if (spec.kind === 'from') {
+      const starts = await txQuery<{ partition: number; from_seq: number }>(tx, sql.resolveFromTime, [
+        g.stream.id,
+        scope,
+        spec.from.toISOString(),
+      ]);
+      if (starts.length === 0) return;
+      await txQuery(tx, sql.replayFrom, [g.id, starts.map((r) => r.partition), starts.map((r) => r.from_seq)]);
+      return;
+    }
+    const found = await txQuery<{ id: string; partition: number; sequence: number }>(tx, sql.eventsById, [
+      g.stream.id,
+      spec.eventIds,
+    ]);
+    if (found.length < spec.eventIds.length) {
+      const known = new Set(found.map((r) => r.id));
+      const missing = spec.eventIds.filter((id) => !known.has(id));
+      throw invalidArgument(
+        `replay of group "${g.name}": no event with id ${missing.slice(0, 5).map((id) => JSON.stringify(id)).join(', ')} in stream "${g.stream.name}"`,
+        { stream: g.stream.name, group: g.name },
+      );
+    }
+    const inScope = found.filter((r) => scope.includes(r.partition));
+    if (inScope.length === 0) return;
+    await txQuery(tx, sql.reopen, [g.id, inScope.map((r) => r.partition), inScope.map((r) => r.sequence), ctx.now()]);
+  });
+}
+
+export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupStart): Promise<void> {
+  const params = startParams(g.stream, start);
+  await ctx.db.transaction(
+    { action: `reset group "${g.name}" of stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
+    async (tx) => {
+      await txQuery(tx, ctx.sql.lockCursors, [g.id, null]);
+      await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params]);
+    },
+  );
+}
+
+interface DeadLetterRow extends EventRow {
+  dead_letter_id: string;
+  attempt: number;
+  reason: string | null;
+  dead_lettered_at_ms: number;
+}
+
+export async function listDeadLetters(
+  ctx: LeaseContext,
+  g: GroupRef,
+  limit: number,
+  after: string | null,
+): Promise<DeadLetter[]> {
+  const label = { stream: g.stream.name, group: g.name, writes: false };
+  if (after !== null) {
+    const notFound = new RheoError(
+      'cursor_not_found',
+      `dead-letter cursor ${JSON.stringify(after)} names no current dead letter of group "${g.name}" on stream "${g.stream.name}"`,
+      { stream: g.stream.name, group: g.name },
+    );
+    if (!/^[1-9][0-9]{0,17}$/.test(after)) throw notFound;
+    const found = await ctx.db.query({ action: 'check dead-letter cursor', ...label }, ctx.sql.deadLetterExists, [g.id, after]);
+    if (found.length === 0) throw notFound;
+  }
+  const rows = await ctx.db.query<DeadLetterRow>(
+    { action: `list dead letters of group "${g.name}" on stream "${g.stream.name}"`, ...label },
+    ctx.sql.deadLetters,
+    [g.id, g.stream.id, after ?? '0', limit],
+  );
+  return rows.map((row) => ({
+    id: row.dead_letter_id,
+    stream: g.stream.name,
+    group: g.name,
+    attempt: row.attempt,
+    reason: row.reason,
+    deadLetteredAt: new Date(row.dead_lettered_at_ms),
+    event: toEvent(g.stream.name, row),
+  }));
+}
+
+export async function redrive(ctx: LeaseContext, g: GroupRef, eventIds: string[] | null): Promise<number> {
+  const [row] = await ctx.db.query<{ moved: number }>(
+    { action: `redrive dead letters of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
+    ctx.sql.redrive,
+    [g.id, g.stream.id, eventIds, ctx.now()],
+  );
+  return row?.moved ?? 0;
+}

@@ -1,0 +1,166 @@
+import {
+  receiptOf,
+  type FetchRequest,
+  type LeaseRef,
+  type RenewResult,
+  type SettleOp,
+  type SettleOutcome,
+} from '../../core/backend.js';
+import { staleLease } from '../../core/errors.js';
+import { newLeaseId } from '../../core/ids.js';
+import type { Lease } from '../../core/types.js';
+import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
+import type { Database } from './connection.js';
+import { toEvent, type EventRow } from './rows.js';
+import type { Statements } from './statements.js';
+
+export interface LeaseContext {
+  db: Database;
+  sql: Statements;
+  catalog: Catalog;
+  /** The `now` parameter: injected clock time as ISO, or null for the database clock. */
+  now(): string | null;
+  /** Fetch count per group id, for the rotating start partition. */
+  rotation: Map<number, number>;
+}
+
+interface ClaimRow extends EventRow {
+  lease_id: string;
+  attempt: number;
+  leased_at_ms: number;
+  expires_at_ms: number;
+}
+
+/**
+ * Claims in one statement (see sql/claim.ts). The rotating start partition is
+ * kept per backend instance rather than in the database: a shared counter row
+ * would serialise every fetch of the group on one lock, while per-process
+ * rotation is just as fair.
+ */
+export async function fetchLeases(
+  ctx: LeaseContext,
+  stream: string,
+  group: string,
+  request: FetchRequest,
+): Promise<Lease[]> {
+  const g = await ctx.catalog.group(stream, group);
+  const all = request.partitions ?? Array.from({ length: g.stream.partitions }, (_, p) => p);
+  checkPartitions(g.stream, all);
+  const turn = ctx.rotation.get(g.id) ?? 0;
+  ctx.rotation.set(g.id, turn + 1);
+  const start = turn % all.length;
+  const order = [...all.slice(start), ...all.slice(0, start)];
+  const leaseIds = Array.from({ length: request.limit }, () => newLeaseId());
+  const rows = await ctx.db.query<ClaimRow>(
+    { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
+    ctx.sql.claim,
+    [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, leaseIds, g.maxAttempts],
+  );
+  return rows.map((row) => ({
+    leaseId: row.lease_id,
+    receipt: receiptOf(stream, group, row.partition, row.sequence),
+    stream,
+    group,
+    consumerId: request.consumerId,
+    attempt: row.attempt,
+    leasedAt: new Date(row.leased_at_ms),
+    expiresAt: new Date(row.expires_at_ms),
+    event: toEvent(stream, row),
+  }));
+}
+
+interface Resolved<T> {
+  item: T;
+  group: GroupRef | null;
+}
+
+async function resolveGroups<T extends LeaseRef>(catalog: Catalog, items: T[]): Promise<Resolved<T>[]> {
+  const out: Resolved<T>[] = [];
+  for (const item of items) out.push({ item, group: await catalog.findGroup(item.stream, item.group) });
+  return out;
+}
+
+function stale(ref: LeaseRef, detail: string) {
+  return staleLease(ref.stream, ref.group, `${detail} (partition ${ref.partition}, sequence ${ref.sequence})`);
+}
+
+const NOT_HELD = 'the delivery is not leased under this leaseId (settled, released, or expired and reclaimed)';
+
+export async function renewLeases(ctx: LeaseContext, refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
+  const resolved = await resolveGroups(ctx.catalog, refs);
+  // One row per distinct (delivery, leaseId); duplicates share its result.
+  const slots = new Map<string, number>();
+  const sent: Array<{ groupId: number; ref: LeaseRef }> = [];
+  const slotOf = resolved.map(({ item, group }) => {
+    if (!group) return -1;
+    const key = `${group.id}/${item.partition}/${item.sequence}/${item.leaseId}`;
+    let slot = slots.get(key);
+    if (slot === undefined) {
+      slot = sent.length;
+      slots.set(key, slot);
+      sent.push({ groupId: group.id, ref: item });
+    }
+    return slot;
+  });
+  const expiries = new Map<number, Date>();
+  if (sent.length > 0) {
+    const rows = await ctx.db.query<{ i: number; expires_at_ms: number }>(
+      { action: `renew ${sent.length} lease(s)`, stream: refs[0]?.stream, group: refs[0]?.group, writes: true },
+      ctx.sql.renew,
+      [
+        sent.map((s) => s.groupId),
+        sent.map((s) => s.ref.partition),
+        sent.map((s) => s.ref.sequence),
+        sent.map((s) => s.ref.leaseId),
+        leaseMs,
+        ctx.now(),
+      ],
+    );
+    for (const row of rows) expiries.set(row.i - 1, new Date(row.expires_at_ms));
+  }
+  return refs.map((ref, i) => {
+    const expiresAt = expiries.get(slotOf[i] ?? -1);
+    return expiresAt ? { ok: true as const, expiresAt } : { ok: false as const, error: stale(ref, NOT_HELD) };
+  });
+}
+
+export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<SettleOutcome[]> {
+  const resolved = await resolveGroups(ctx.catalog, ops);
+  // The first op per delivery is sent; a later op on the same delivery in the
+  // same call finds it already settled, exactly as if the calls were sequential.
+  const seen = new Set<string>();
+  const sent: Array<{ group: GroupRef; op: SettleOp }> = [];
+  const slotOf = resolved.map(({ item, group }) => {
+    if (!group) return -1;
+    const key = `${group.id}/${item.partition}/${item.sequence}`;
+    if (seen.has(key)) return -2;
+    seen.add(key);
+    sent.push({ group, op: item });
+    return sent.length - 1;
+  });
+  const applied = new Set<number>();
+  if (sent.length > 0) {
+    const rows = await ctx.db.query<{ i: number }>(
+      { action: `settle ${sent.length} lease(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true },
+      ctx.sql.settle,
+      [
+        sent.map((s) => s.group.id),
+        sent.map((s) => s.op.partition),
+        sent.map((s) => s.op.sequence),
+        sent.map((s) => s.op.leaseId),
+        sent.map((s) => s.op.kind),
+        sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),
+        sent.map((s) => (s.op.kind === 'nack' ? s.op.delayMs : 0)),
+        sent.map((s) => s.group.maxAttempts),
+        ctx.now(),
+      ],
+    );
+    for (const row of rows) applied.add(row.i - 1);
+  }
+  return ops.map((op, i) => {
+    const slot = slotOf[i] ?? -1;
+    if (slot >= 0 && applied.has(slot)) return { ok: true as const };
+    const detail = slot === -2 ? 'the delivery was already settled earlier in this batch' : NOT_HELD;
+    return { ok: false as const, error: stale(op, detail) };
+  });
+}

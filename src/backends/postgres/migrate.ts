@@ -1,0 +1,49 @@
+import { RheoError } from '../../core/errors.js';
+import { txQuery, type Database } from './connection.js';
+import { LATEST_VERSION, MIGRATIONS, renderMigration } from './migrations/index.js';
+
+/** First key of the two-key advisory lock; the second is hashtext(schema). */
+const MIGRATE_LOCK_KEY = 0x72686530; // "rhe0"
+
+/**
+ * Applies pending migrations in one transaction under a transaction-scoped
+ * advisory lock keyed by the schema name, so four processes racing here
+ * serialise: the first applies, the others find the version recorded and do
+ * nothing. A schema recorded at a version newer than this code knows is
+ * refused (`schema_version`) rather than used with the wrong assumptions.
+ */
+export async function migrate(db: Database, schema: string, quotedSchema: string): Promise<void> {
+  await db.transaction({ action: `migrate schema "${schema}"`, writes: true }, async (tx) => {
+    await txQuery(tx, 'SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [MIGRATE_LOCK_KEY, schema]);
+    await txQuery(tx, `CREATE SCHEMA IF NOT EXISTS ${quotedSchema}`, []);
+    await txQuery(
+      tx,
+      `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (
+         version    integer PRIMARY KEY,
+         name       text NOT NULL,
+         applied_at timestamptz NOT NULL DEFAULT now()
+       )`,
+      [],
+    );
+    const [row] = await txQuery<{ version: number | null }>(
+      tx,
+      `SELECT max(version) AS version FROM ${quotedSchema}.migrations`,
+      [],
+    );
+    const current = row?.version ?? 0;
+    if (current > LATEST_VERSION) {
+      throw new RheoError(
+        'schema_version',
+        `schema "${schema}" is at migration ${current}, newer than this rheo knows (${LATEST_VERSION}); upgrade rheo before using it`,
+      );
+    }
+    for (const migration of MIGRATIONS) {
+      if (migration.version <= current) continue;
+      await txQuery(tx, renderMigration(migration, quotedSchema), []);
+      await txQuery(tx, `INSERT INTO ${quotedSchema}.migrations (version, name) VALUES ($1, $2)`, [
+        migration.version,
+        migration.name,
+      ]);
+    }
+  });
+}

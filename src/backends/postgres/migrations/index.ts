@@ -1,0 +1,17 @@
+import { migration001 } from './001_init.js';
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  /** SQL with `:schema` standing for the quoted schema name. */
+  readonly sql: string;
+}
+
+/** Append-only, in version order. */
+export const MIGRATIONS: readonly Migration[] = [migration001];
+
+export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+
+export function renderMigration(migration: Migration, quotedSchema: string): string {
+  return migration.sql.replaceAll(':schema', quotedSchema);
+}

@@ -1,0 +1,145 @@
+import type pg from 'pg';
+
+interface Waiter {
+  resolve(appended: boolean): void;
+}
+
+const RECONNECT_MIN_MS = 50;
+const RECONNECT_MAX_MS = 5_000;
+
+/**
+ * One dedicated LISTEN connection per backend, opened on the first
+ * waitForAppend and reopened after a drop (with backoff) until close(). A
+ * notification wakes the waiters of its stream; appends made through this
+ * backend wake them directly too. Losing a notification only costs latency
+ * because callers keep polling, so on every reconnect all waiters are woken
+ * (a notification may have been missed while the connection was down).
+ */
+export class AppendListener {
+  readonly #connect: () => pg.Client;
+  readonly #listenSql: string;
+  readonly #waiters = new Map<string, Set<Waiter>>();
+  #client: pg.Client | null = null;
+  #connecting: Promise<void> | null = null;
+  #retryTimer: NodeJS.Timeout | null = null;
+  #retryMs = RECONNECT_MIN_MS;
+  #everConnected = false;
+  #closed = false;
+
+  constructor(connect: () => pg.Client, quotedChannel: string) {
+    this.#connect = connect;
+    this.#listenSql = `LISTEN ${quotedChannel}`;
+  }
+
+  /** True while a LISTEN connection is up (introspection for tests and health checks). */
+  get listening(): boolean {
+    return this.#client !== null;
+  }
+
+  wait(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    if (this.#closed || signal?.aborted) return Promise.resolve(false);
+    this.#ensureConnected();
+    return new Promise<boolean>((resolve) => {
+      let set = this.#waiters.get(stream);
+      if (!set) {
+        set = new Set();
+        this.#waiters.set(stream, set);
+      }
+      const waiters = set;
+      const onAbort = () => waiter.resolve(false);
+      const timer = setTimeout(() => waiter.resolve(false), timeoutMs);
+      const waiter: Waiter = {
+        resolve: (appended) => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          waiters.delete(waiter);
+          if (waiters.size === 0 && this.#waiters.get(stream) === waiters) this.#waiters.delete(stream);
+          resolve(appended);
+        },
+      };
+      waiters.add(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Wakes the waiters of one stream (a notification, or a local append). */
+  wake(stream: string): void {
+    const set = this.#waiters.get(stream);
+    if (!set) return;
+    for (const waiter of [...set]) waiter.resolve(true);
+  }
+
+  /** Resolves once LISTEN is active (used by tests; waitForAppend never needs it). */
+  async ready(): Promise<void> {
+    this.#ensureConnected();
+    while (!this.#closed && this.#client === null) {
+      await (this.#connecting ?? new Promise((resolve) => setTimeout(resolve, RECONNECT_MIN_MS)));
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#retryTimer) clearTimeout(this.#retryTimer);
+    this.#retryTimer = null;
+    for (const set of [...this.#waiters.values()]) for (const waiter of [...set]) waiter.resolve(false);
+    await this.#connecting?.catch(() => {});
+    const client = this.#client;
+    this.#client = null;
+    if (client) await client.end().catch(() => {});
+  }
+
+  #wakeAll(): void {
+    for (const stream of [...this.#waiters.keys()]) this.wake(stream);
+  }
+
+  #ensureConnected(): void {
+    if (this.#closed || this.#client !== null || this.#connecting !== null || this.#retryTimer !== null) return;
+    this.#connecting = this.#open().finally(() => {
+      this.#connecting = null;
+    });
+  }
+
+  async #open(): Promise<void> {
+    const client = this.#connect();
+    let dropped = false;
+    const onDrop = () => {
+      if (dropped) return;
+      dropped = true;
+      if (this.#client === client) this.#client = null;
+      client.end().catch(() => {});
+      this.#scheduleReconnect();
+    };
+    client.on('error', onDrop);
+    client.on('end', onDrop);
+    client.on('notification', (message) => {
+      if (message.payload !== undefined) this.wake(message.payload);
+    });
+    try {
+      await client.connect();
+      await client.query(this.#listenSql);
+    } catch {
+      onDrop();
+      return;
+    }
+    if (dropped) return;
+    if (this.#closed) {
+      await client.end().catch(() => {});
+      return;
+    }
+    this.#client = client;
+    this.#retryMs = RECONNECT_MIN_MS;
+    if (this.#everConnected) this.#wakeAll();
+    this.#everConnected = true;
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closed || this.#retryTimer !== null) return;
+    const delay = this.#retryMs;
+    this.#retryMs = Math.min(this.#retryMs * 2, RECONNECT_MAX_MS);
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null;
+      this.#ensureConnected();
+    }, delay);
+    this.#retryTimer.unref();
+  }
+}

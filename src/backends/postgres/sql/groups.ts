@@ -1,0 +1,164 @@
+import { ms } from '../connection.js';
+import { eventColumns, nowSql } from '../rows.js';
+import { startCursorSql } from './streams.js';
+
+/**
+ * Per partition: cursor, high watermark, lowest open sequence (deliveries PK,
+ * a min() over the group+partition prefix), and the timestamp of the first
+ * unsettled event (events PK probe). frontier = min(open) - 1, else cursor.
+ * One snapshot, so the numbers are mutually consistent.
+ * $1 group_id, $2 stream_id.
+ */
+export function lagSql(s: string): string {
+  return `
+SELECT c.partition, c.cursor, p.high_watermark, m.min_open, ${ms('e.ts')} AS oldest_ms
+FROM ${s}.group_cursors c
+JOIN ${s}.stream_partitions p ON p.stream_id = $2 AND p.partition = c.partition
+CROSS JOIN LATERAL (
+  SELECT min(d.sequence) AS min_open FROM ${s}.deliveries d WHERE d.group_id = $1 AND d.partition = c.partition
+) m
+LEFT JOIN ${s}.events e
+  ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = COALESCE(m.min_open - 1, c.cursor) + 1
+WHERE c.group_id = $1
+ORDER BY c.partition`;
+}
+
+/** $1 group_id. */
+export function countsSql(s: string): string {
+  return `
+SELECT (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1) AS deliveries,
+       (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1 AND lease_id IS NOT NULL) AS inflight,
+       (SELECT count(*) FROM ${s}.dead_letters WHERE group_id = $1) AS dead_letters`;
+}
+
+/**
+ * Lock the group's cursors for the given partitions (all when null), in
+ * partition order like fetch does, so admin changes queue behind in-flight
+ * claims and later statements of the transaction see their effects.
+ * $1 group_id, $2 partitions or null.
+ */
+export function lockCursorsSql(s: string): string {
+  return `
+SELECT partition, cursor FROM ${s}.group_cursors
+WHERE group_id = $1 AND ($2::int[] IS NULL OR partition = ANY ($2::int[]))
+ORDER BY partition
+FOR UPDATE`;
+}
+
+/** $1 group_id, $2 stream_id, $3 after, $4 override partitions, $5 override cursors, $6 at or null. */
+export function resetSql(s: string): string {
+  return `
+WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1),
+dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1)
+UPDATE ${s}.group_cursors c
+SET cursor = ${startCursorSql(s, '$3', '$6')}
+FROM ${s}.stream_partitions p
+LEFT JOIN unnest($4::int[], $5::int8[]) AS pp(partition, after) ON pp.partition = p.partition
+WHERE c.group_id = $1 AND p.stream_id = $2 AND p.partition = c.partition`;
+}
+
+/**
+ * Replay from a sequence (per partition): acked and dead sequences at or above
+ * it become claimable again by moving the cursor back and dropping those dead
+ * letters; open deliveries stay as they are. $1 group_id, $2 partitions,
+ * $3 from-sequences (aligned with $2).
+ */
+export function replayFromSql(s: string): string {
+  return `
+WITH target AS (
+  SELECT * FROM unnest($2::int[], $3::int8[]) AS t(partition, from_seq)
+),
+undead AS (
+  DELETE FROM ${s}.dead_letters dl USING target t
+  WHERE dl.group_id = $1 AND dl.partition = t.partition AND dl.sequence >= t.from_seq
+)
+UPDATE ${s}.group_cursors c
+SET cursor = LEAST(c.cursor, t.from_seq - 1)
+FROM target t
+WHERE c.group_id = $1 AND c.partition = t.partition`;
+}
+
+/**
+ * Per partition, the lowest sequence whose timestamp is >= $3 (partitions
+ * without one are left out). $1 stream_id, $2 partitions, $3 time.
+ */
+export function resolveFromTimeSql(s: string): string {
+  return `
+SELECT e.partition, min(e.sequence) AS from_seq
+FROM ${s}.events e
+WHERE e.stream_id = $1 AND e.partition = ANY ($2::int[]) AND e.ts >= $3::timestamptz
+GROUP BY e.partition`;
+}
+
+/** $1 stream_id, $2 event ids. */
+export function eventsByIdSql(s: string): string {
+  return `SELECT id, partition, sequence FROM ${s}.events WHERE stream_id = $1 AND id = ANY ($2::text[])`;
+}
+
+/**
+ * Reopen exactly these deliveries with attempt 0: dead ones leave the
+ * dead-letter list, acked ones (at or below the cursor, not open) get a pending
+ * row, open ones are left alone (ON CONFLICT on the deliveries PK).
+ * $1 group_id, $2 partitions, $3 sequences, $4 now or null.
+ */
+export function reopenSql(s: string): string {
+  return `
+WITH target AS (
+  SELECT * FROM unnest($2::int[], $3::int8[]) AS t(partition, sequence)
+),
+undead AS (
+  DELETE FROM ${s}.dead_letters dl USING target t
+  WHERE dl.group_id = $1 AND dl.partition = t.partition AND dl.sequence = t.sequence
+)
+INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, visible_at)
+SELECT $1, t.partition, t.sequence, 0, ${nowSql('$4')}
+FROM target t
+JOIN ${s}.group_cursors c ON c.group_id = $1 AND c.partition = t.partition
+WHERE t.sequence <= c.cursor
+ON CONFLICT (group_id, partition, sequence) DO NOTHING`;
+}
+
+/**
+ * Redrive: dead letters (all, or those of the given events) become pending
+ * deliveries with attempt 0. $1 group_id, $2 stream_id, $3 event ids or null,
+ * $4 now or null. Returns how many moved.
+ */
+export function redriveSql(s: string): string {
+  return `
+WITH moved AS (
+  DELETE FROM ${s}.dead_letters dl
+  WHERE dl.group_id = $1
+    AND ($3::text[] IS NULL OR EXISTS (
+      SELECT 1 FROM ${s}.events e
+      WHERE e.stream_id = $2 AND e.partition = dl.partition AND e.sequence = dl.sequence AND e.id = ANY ($3::text[])
+    ))
+  RETURNING dl.partition, dl.sequence
+),
+reopened AS (
+  INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, visible_at)
+  SELECT $1, m.partition, m.sequence, 0, ${nowSql('$4')} FROM moved m
+  ON CONFLICT (group_id, partition, sequence) DO NOTHING
+)
+SELECT count(*) AS moved FROM moved`;
+}
+
+/** $1 group_id, $2 dead-letter id. */
+export function deadLetterExistsSql(s: string): string {
+  return `SELECT 1 AS found FROM ${s}.dead_letters WHERE group_id = $1 AND id = $2::int8`;
+}
+
+/** Dead letters in id order (dead_letters_group_idx). $1 group_id, $2 stream_id, $3 after id, $4 limit. */
+export function deadLettersSql(s: string): string {
+  return `
+SELECT dl.id::text AS dead_letter_id, dl.attempt, dl.reason, ${ms('dl.dead_lettered_at')} AS dead_lettered_at_ms,
+       ${eventColumns('e')}
+FROM ${s}.dead_letters dl
+JOIN ${s}.events e ON e.stream_id = $2 AND e.partition = dl.partition AND e.sequence = dl.sequence
+WHERE dl.group_id = $1 AND dl.id > $3::int8
+ORDER BY dl.id
+LIMIT $4`;
+}
+
+export function storageSql(s: string): string {
+  return countsSql(s);
+}

@@ -1,0 +1,78 @@
+import { ms } from '../connection.js';
+import { nowSql } from '../rows.js';
+
+/**
+ * $1 name, $2 partitions, $3 now or null. ON CONFLICT DO NOTHING turns a
+ * concurrent createStream of the same name into "no row returned"
+ * (`already_exists`) instead of a unique violation: the loser waits for the
+ * winner's insert to commit, then sees the conflict.
+ */
+export function createStreamSql(s: string): string {
+  return `
+WITH created AS (
+  INSERT INTO ${s}.streams (name, partitions, created_at)
+  VALUES ($1, $2, ${nowSql('$3')})
+  ON CONFLICT (name) DO NOTHING
+  RETURNING id, partitions
+),
+counters AS (
+  INSERT INTO ${s}.stream_partitions (stream_id, partition)
+  SELECT c.id, g FROM created c, generate_series(0, c.partitions - 1) g
+)
+SELECT id FROM created`;
+}
+
+export function lookupStreamSql(s: string): string {
+  return `SELECT id, partitions FROM ${s}.streams WHERE name = $1`;
+}
+
+export function listStreamsSql(s: string): string {
+  return `SELECT name, partitions, ${ms('created_at')} AS created_at_ms FROM ${s}.streams ORDER BY name COLLATE "C"`;
+}
+
+export function lookupGroupSql(s: string): string {
+  return `SELECT id, max_attempts FROM ${s}.groups WHERE stream_id = $1 AND name = $2`;
+}
+
+export function listGroupsSql(s: string): string {
+  return `SELECT name FROM ${s}.groups WHERE stream_id = $1 ORDER BY name COLLATE "C"`;
+}
+
+/**
+ * The per-partition start cursor for a group start, over `stream_partitions p`
+ * left-joined to the per-partition overrides `pp(partition, after)`.
+ * $after the common startAfter, $at the startAt time (null for startAfter).
+ * startAt resolves to (lowest sequence with ts >= at) - 1, or the high
+ * watermark when there is none (events_stream_ts_idx).
+ */
+export function startCursorSql(s: string, after: string, at: string): string {
+  return `CASE WHEN ${at}::timestamptz IS NULL THEN COALESCE(pp.after, ${after}::int8)
+    ELSE COALESCE(
+      (SELECT min(e.sequence) - 1 FROM ${s}.events e
+       WHERE e.stream_id = p.stream_id AND e.partition = p.partition AND e.ts >= ${at}::timestamptz),
+      p.high_watermark)
+    END`;
+}
+
+/**
+ * $1 stream_id, $2 name, $3 max_attempts, $4 now or null, $5 after,
+ * $6 override partitions, $7 override cursors, $8 at or null.
+ */
+export function createGroupSql(s: string): string {
+  return `
+WITH created AS (
+  INSERT INTO ${s}.groups (stream_id, name, max_attempts, created_at)
+  VALUES ($1, $2, $3, ${nowSql('$4')})
+  ON CONFLICT (stream_id, name) DO NOTHING
+  RETURNING id
+),
+cursors AS (
+  INSERT INTO ${s}.group_cursors (group_id, partition, cursor)
+  SELECT c.id, p.partition, ${startCursorSql(s, '$5', '$8')}
+  FROM created c
+  CROSS JOIN ${s}.stream_partitions p
+  LEFT JOIN unnest($6::int[], $7::int8[]) AS pp(partition, after) ON pp.partition = p.partition
+  WHERE p.stream_id = $1
+)
+SELECT id FROM created`;
+}

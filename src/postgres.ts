@@ -1,0 +1,6 @@
+export { postgresBackend, PostgresBackend } from './backends/postgres/postgres-backend.js';
+export type {
+  PostgresBackendConfig,
+  PostgresBackendOptions,
+  PostgresConnection,
+} from './backends/postgres/postgres-backend.js';

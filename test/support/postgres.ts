@@ -1,0 +1,66 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, inject } from 'vitest';
+import type { Backend } from '../../src/core/backend.js';
+import type { Clock } from '../../src/core/clock.js';
+import {
+  postgresBackend,
+  type PostgresBackend,
+  type PostgresBackendOptions,
+} from '../../src/backends/postgres/postgres-backend.js';
+
+/** The test database's connection string (see global-setup.ts). */
+export function databaseUrl(): string {
+  return inject('rheoDatabaseUrl');
+}
+
+let shared: pg.Pool | null = null;
+const schemas = new Set<string>();
+const backends = new Set<Backend>();
+
+/**
+ * One pool per test file, lent to every test backend (so a suite that makes a
+ * backend per test never exhausts max_connections) and used for setup,
+ * inspection and cleanup. Ended after the file.
+ */
+export function sharedPool(): pg.Pool {
+  if (!shared) {
+    shared = new pg.Pool({ connectionString: databaseUrl(), max: 12, application_name: 'rheo-test' });
+    shared.on('error', () => {});
+  }
+  return shared;
+}
+
+/** A fresh, unique schema name for this worker (dropped after the file). */
+export function uniqueSchema(prefix = 't'): string {
+  const name = `${prefix}_${process.pid}_${randomBytes(5).toString('hex')}`;
+  schemas.add(name);
+  return name;
+}
+
+/**
+ * A migrated Postgres backend in a fresh schema, on the file's shared pool.
+ * Pass a clock to drive lease expiry (the conformance suite's ManualClock);
+ * without one the database clock is the time authority.
+ */
+export async function makeTestBackend(clock?: Clock, options: PostgresBackendOptions = {}): Promise<PostgresBackend> {
+  const backend = postgresBackend({ pool: sharedPool() }, { schema: uniqueSchema(), clock, ...options });
+  backends.add(backend);
+  await backend.migrate();
+  return backend;
+}
+
+/** Closes what the helpers created and drops their schemas. Registered for every file that imports this module. */
+export async function cleanupPostgres(): Promise<void> {
+  for (const backend of backends) await backend.close().catch(() => {});
+  backends.clear();
+  if (shared) {
+    const pool = shared;
+    for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+    schemas.clear();
+    shared = null;
+    await pool.end();
+  }
+}
+
+afterAll(cleanupPostgres);
