@@ -218,7 +218,7 @@ class MemoryBackend implements Backend {
           part.close(d);
           break;
         case 'nack':
-          if (d.attempt >= g.maxAttempts) this.#deadLetter(g, op.partition, part, d, op.reason ?? 'nacked at max attempts', now);
+          if (d.attempt >= g.maxAttempts) this.#deadLetter(g, op.partition, part, d, op.reason, now);
           else part.makePending(d, now + op.delayMs);
           break;
         case 'reject':
@@ -362,8 +362,7 @@ class MemoryBackend implements Backend {
       if (next === null) return null;
       const d = part.take(next.sequence, next.delivery);
       if (d.attempt + 1 > g.maxAttempts) {
-        const reason = d.state === 'leased' ? 'lease expired at max attempts' : 'max attempts exceeded';
-        this.#deadLetter(g, p, part, d, reason, now);
+        this.#deadLetter(g, p, part, d, 'max attempts exceeded', now);
         continue;
       }
       const leaseId = newLeaseId();
