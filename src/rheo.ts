@@ -48,6 +48,8 @@ import {
 import { memoryBackend } from './backends/memory/memory-backend.js';
 import { RheoProducer } from './producer/rheo-producer.js';
 import type { ProducerOptions } from './producer/producer-options.js';
+import { createConsumer, type Consumer } from './consumer/consumer.js';
+import type { ConsumeOptions } from './consumer/consumer-types.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -208,6 +210,17 @@ export class Rheo {
   producer<T extends JsonValue = JsonValue>(options: ProducerOptions): RheoProducer<T> {
     this.#assertOpen();
     return new RheoProducer<T>(this, options);
+  }
+
+  /**
+   * The one-call runtime: runs `handler` for every event of the group with
+   * bounded concurrency, lease renewal, optional per-key ordering and
+   * timeouts, and settles by the handler's outcome. Returns the `Consumer`
+   * at once (options are validated synchronously); `consumer.stop()` drains.
+   */
+  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T> {
+    this.#assertOpen();
+    return createConsumer<T>(this, options);
   }
 
   async fetch<T extends JsonValue = JsonValue>(

@@ -45,6 +45,8 @@ export class FaultyBackend implements Backend {
   readonly settles: SettleRecord[] = [];
   readonly calls = { fetch: 0, settle: 0, renew: 0 };
   readonly #faults: Record<FaultTarget, Fault[]> = { fetch: [], settle: [], renew: [] };
+  readonly #holds: Record<FaultTarget, Promise<void> | null> = { fetch: null, settle: null, renew: null };
+  readonly #active: Record<FaultTarget, number> = { fetch: 0, settle: 0, renew: 0 };
 
   constructor(inner: Backend) {
     this.inner = inner;
@@ -70,6 +72,25 @@ export class FaultyBackend implements Backend {
     return this;
   }
 
+  /**
+   * Holds every call of `target` (before it reaches the real backend) until
+   * the returned function is called: for observing what waits on it.
+   */
+  hold(target: FaultTarget): () => void {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    this.#holds[target] = held;
+    return () => {
+      if (this.#holds[target] === held) this.#holds[target] = null;
+      release();
+    };
+  }
+
+  /** Calls of `target` past any hold and not finished yet. */
+  active(target: FaultTarget): number {
+    return this.#active[target];
+  }
+
   /** Removes every pending fault (of one target, or all). */
   clear(target?: FaultTarget): this {
     for (const t of target ? [target] : (['fetch', 'settle', 'renew'] as const)) this.#faults[t].length = 0;
@@ -83,14 +104,34 @@ export class FaultyBackend implements Backend {
 
   async fetch(...args: Parameters<Backend['fetch']>): ReturnType<Backend['fetch']> {
     this.calls.fetch++;
+    await this.#holds.fetch;
+    this.#active.fetch++;
+    try {
+      return await this.#fetch(...args);
+    } finally {
+      this.#active.fetch--;
+    }
+  }
+
+  async #fetch(...args: Parameters<Backend['fetch']>): ReturnType<Backend['fetch']> {
     const fault = this.#take('fetch', null);
     if (!fault) return this.inner.fetch(...args);
     if (fault.applied) await this.inner.fetch(...args);
     throw injected(fault.code, 'fetch');
   }
 
-  async renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
+  async renew(...args: Parameters<Backend['renew']>): ReturnType<Backend['renew']> {
     this.calls.renew++;
+    await this.#holds.renew;
+    this.#active.renew++;
+    try {
+      return await this.#renew(...args);
+    } finally {
+      this.#active.renew--;
+    }
+  }
+
+  async #renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
     const fault = this.#take('renew', null);
     if (!fault) return this.inner.renew(refs, leaseMs);
     if (fault.applied) await this.inner.renew(refs, leaseMs);
@@ -98,8 +139,18 @@ export class FaultyBackend implements Backend {
     return refs.map(() => ({ ok: false as const, error: injected(fault.code, 'renew') }));
   }
 
-  async settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
+  async settle(...args: Parameters<Backend['settle']>): ReturnType<Backend['settle']> {
     this.calls.settle++;
+    await this.#holds.settle;
+    this.#active.settle++;
+    try {
+      return await this.#settle(...args);
+    } finally {
+      this.#active.settle--;
+    }
+  }
+
+  async #settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
     const decided = ops.map((op) => this.#take('settle', op.kind));
     const whole = decided.find((f) => f?.wholeCall);
     if (whole) {

@@ -1,0 +1,307 @@
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { pipeline } from 'node:stream/promises';
+import { isRheoError } from '../core/errors.js';
+import type { FetchOptions, JsonValue, Lease } from '../core/types.js';
+import { report } from '../observability/diagnostics.js';
+import { leaseInfo, type RheoEventMap } from '../observability/lease-events.js';
+import type { ProducerSource } from '../producer/producer-options.js';
+import { RheoProducer } from '../producer/rheo-producer.js';
+import type { Timers } from '../producer/timers.js';
+import type { LeaseOutcome, LeaseSettler } from '../sinks/lease-outcome.js';
+import { createLeaseSink, type LeaseHandlerContext, type LeaseSink } from '../sinks/lease-sink.js';
+import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
+import type { ConsumeOptions, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
+import { HandlerRun, type RunResult } from './handler-run.js';
+import { LeaseGate } from './lease-gate.js';
+import { carryOut, releaseUnstarted, type SettleCounters } from './settle-policy.js';
+
+/** What a consumer needs from rheo: the facade, never a concrete backend. */
+export type ConsumerSource = ProducerSource;
+
+/** `'skip'`: the lease was taken back before its handler started; settle nothing. */
+type Decision = RunResult | 'skip';
+
+/**
+ * Starts consuming and returns the handle at once; see {@link Consumer}.
+ * Options are validated synchronously (`invalid_argument`).
+ */
+export function createConsumer<T extends JsonValue = JsonValue>(
+  source: ConsumerSource,
+  options: ConsumeOptions<T>,
+): Consumer<T> {
+  return new Consumer<T>(source, options);
+}
+
+/**
+ * The one-call runtime: a `RheoProducer` (the only fetch path; it renews
+ * every held lease on one timer) piped through an intake gate (ordering,
+ * drain bookkeeping) into a lease sink (bounded concurrency). The consumer
+ * settles each lease by its handler's outcome, with the policy of
+ * `settle-policy.ts`.
+ *
+ * Events (typed, and published on `node:diagnostics_channel` as `rheo:<name>`):
+ * `lease`, `ack`, `retry`, `dead-letter`, `lease-lost`, `settle-error`,
+ * `fetch-error`, `handler-error`, `drain`. None is `'error'`: a failure of a
+ * fetch, a settle or a handler never stops the consumer.
+ */
+export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<RheoEventMap> {
+  readonly stream: string;
+  readonly group: string;
+  readonly consumerId: string;
+  readonly concurrency: number;
+  readonly maxDemand: number;
+  /** Resolves once the consumer has stopped (after `stop()` or the `signal`); rejects if its pipeline broke. */
+  readonly done: Promise<void>;
+
+  readonly #options: ResolvedConsumeOptions<T>;
+  readonly #producer: RheoProducer<T>;
+  readonly #gate: LeaseGate<T>;
+  readonly #sink: LeaseSink<T>;
+  readonly #timers: Timers;
+  readonly #runs = new Map<string, HandlerRun<T>>();
+  readonly #decisions = new Map<string, Decision>();
+  readonly #settling = new Set<Promise<void>>();
+  readonly #counters: SettleCounters & { handled: number; fetchErrors: number; released: number } = {
+    handled: 0,
+    acked: 0,
+    retried: 0,
+    deadLettered: 0,
+    lost: 0,
+    settleErrors: 0,
+    fetchErrors: 0,
+    released: 0,
+  };
+  readonly #pipelineDone: Promise<unknown>;
+  #handlersRunning = 0;
+  #backoffMs = 0;
+  #state: ConsumerState = 'running';
+  #stopping: Promise<void> | null = null;
+  readonly #onAbort = (): void => void this.stop().catch(() => undefined);
+
+  constructor(source: ConsumerSource, options: ConsumeOptions<T>) {
+    super();
+    const o = resolveConsumeOptions(options, source.defaults, () => randomBytes(6).toString('hex'));
+    this.#options = o;
+    this.stream = o.stream;
+    this.group = o.group;
+    this.consumerId = o.consumerId;
+    this.concurrency = o.concurrency;
+    this.maxDemand = o.maxDemand;
+    this.#producer = new RheoProducer<T>(this.#observedSource(source), {
+      stream: o.stream,
+      group: o.group,
+      maxDemand: o.maxDemand,
+      leaseMs: o.leaseMs,
+      pollMs: o.pollMs,
+      consumerId: o.consumerId,
+      partitions: o.partitions,
+      timers: o.timers,
+    });
+    this.#timers = this.#producer.timers;
+    this.#gate = new LeaseGate<T>({
+      orderKey: o.orderKey,
+      onArrive: (lease) => report(this, 'lease', leaseInfo(lease)),
+      onLateLease: (lease) => this.#track(this.#release([lease])),
+    });
+    this.#sink = createLeaseSink<T>({
+      producer: this.#settler(),
+      concurrency: o.concurrency,
+      handle: (lease, context) => this.#handle(lease, context),
+    });
+    this.#listenToProducer();
+    const running = pipeline(this.#producer, this.#gate, this.#sink);
+    // Kept handled: a broken pipeline is reported through `done` and `stop()`.
+    this.#pipelineDone = running.then(
+      () => null,
+      (error: unknown) => error,
+    );
+    this.done = this.#pipelineDone.then(async (error) => {
+      await this.stop();
+      if (error) throw error;
+    });
+    this.done.catch(() => undefined);
+    if (o.signal?.aborted) queueMicrotask(this.#onAbort);
+    else o.signal?.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  get state(): ConsumerState {
+    return this.#state;
+  }
+
+  /** A snapshot of the gauges and counters. */
+  stats(): ConsumerStats {
+    const c = this.#counters;
+    return {
+      inflight: this.#handlersRunning,
+      held: this.#producer.inflightCount,
+      handled: c.handled,
+      acked: c.acked,
+      retried: c.retried,
+      deadLettered: c.deadLettered,
+      lost: c.lost,
+      settleErrors: c.settleErrors,
+      fetchErrors: c.fetchErrors,
+      backoffMs: this.#backoffMs,
+      state: this.#state,
+    };
+  }
+
+  /**
+   * Drains: stops fetching, releases every lease that was never started
+   * (redelivered at once, no attempt spent), waits up to `timeoutMs` for
+   * running handlers, then aborts the rest (their leases are nacked), flushes
+   * every pending settle and resolves when nothing is left running. Calling
+   * it again returns the same promise.
+   */
+  async stop(options?: StopOptions): Promise<void> {
+    const timeoutMs = resolveStopTimeout(options, this.#options.stopTimeoutMs);
+    this.#stopping ??= this.#drain(timeoutMs);
+    return this.#stopping;
+  }
+
+  /** `await using consumer = rheo.consume(...)`: stops with the default timeout. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  async #drain(timeoutMs: number): Promise<void> {
+    this.#state = 'stopping';
+    this.#options.signal?.removeEventListener('abort', this.#onAbort);
+    const unstarted = this.#gate.close();
+    this.#track(this.#release(unstarted));
+    void this.#producer.drain();
+    const finished = await this.#within(this.#pipelineDone, timeoutMs);
+    let aborted = 0;
+    if (!finished) {
+      for (const run of this.#runs.values()) {
+        if (!run.signal.aborted) aborted++;
+        run.interrupt({ kind: 'stopping' });
+      }
+      await this.#pipelineDone;
+    }
+    while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
+    await this.#producer.close();
+    this.#state = 'stopped';
+    report(this, 'drain', {
+      stream: this.stream,
+      group: this.group,
+      consumerId: this.consumerId,
+      released: this.#counters.released,
+      aborted,
+      timedOut: !finished,
+    });
+  }
+
+  /** The sink calls this when a slot is free. Returns a dummy outcome: the real decision is in `#decisions`. */
+  async #handle(lease: Lease<T>, { signal }: LeaseHandlerContext): Promise<LeaseOutcome> {
+    const id = lease.leaseId;
+    if (!this.#gate.start(id)) {
+      this.#decisions.set(id, 'skip');
+      return 'ack';
+    }
+    const run = new HandlerRun<T>(lease);
+    this.#runs.set(id, run);
+    // The sink aborts its signal when the producer loses the lease, or when it is destroyed.
+    const onAbort = (): void =>
+      run.interrupt(isRheoError(signal.reason, 'stale_lease') ? { kind: 'lost', error: signal.reason } : { kind: 'stopping' });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    const result = await run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, {
+      started: () => this.#handlersRunning++,
+      settled: () => this.#handlersRunning--,
+    });
+    signal.removeEventListener('abort', onAbort);
+    this.#runs.delete(id);
+    this.#counters.handled++;
+    if (result.kind === 'nack' && result.failure) {
+      report(this, 'handler-error', { ...leaseInfo(lease), kind: result.failure.kind, error: result.failure.error });
+    }
+    this.#decisions.set(id, result);
+    return 'ack';
+  }
+
+  /** What the sink settles through: every settle kind carries out the recorded decision. */
+  #settler(): LeaseSettler<T> {
+    const producer = this.#producer;
+    const settle = (lease: Lease<T>): Promise<void> => this.#settle(lease);
+    return {
+      ack: settle,
+      nack: settle,
+      reject: settle,
+      // Only the sink's own teardown releases (leases it accepted but never started).
+      release: (lease) => this.#release([lease]),
+      holds: (leaseId) => producer.holds(leaseId),
+      timers: producer.timers,
+      on: producer.on.bind(producer) as LeaseSettler<T>['on'],
+      off: producer.off.bind(producer) as LeaseSettler<T>['off'],
+    };
+  }
+
+  #settle(lease: Lease<T>): Promise<void> {
+    const id = lease.leaseId;
+    const decision = this.#decisions.get(id) ?? 'skip';
+    this.#decisions.delete(id);
+    const work = (async () => {
+      try {
+        if (decision !== 'skip') await carryOut(this.#producer, lease, decision, this.#counters, this);
+      } finally {
+        this.#gate.finish(id);
+      }
+    })();
+    return this.#track(work);
+  }
+
+  async #release(leases: Lease<T>[]): Promise<void> {
+    if (leases.length === 0) return;
+    this.#counters.released += leases.length;
+    await releaseUnstarted(this.#producer, leases, this.#counters, this);
+  }
+
+  #track(work: Promise<void>): Promise<void> {
+    this.#settling.add(work);
+    void work.finally(() => this.#settling.delete(work));
+    return work;
+  }
+
+  #listenToProducer(): void {
+    const base = { stream: this.stream, group: this.group, consumerId: this.consumerId };
+    this.#producer.on('lease-lost', ({ lease, error }) => {
+      this.#counters.lost++;
+      report(this, 'lease-lost', { ...leaseInfo(lease), error });
+      this.#gate.forget(lease.leaseId);
+      this.#runs.get(lease.leaseId)?.interrupt({ kind: 'lost', error });
+    });
+    this.#producer.on('fetch-error', ({ error, failures, retryInMs }) => {
+      this.#counters.fetchErrors++;
+      this.#backoffMs = retryInMs;
+      report(this, 'fetch-error', { ...base, error, failures, backoffMs: retryInMs });
+    });
+  }
+
+  /** The facade, with fetch observed so that a successful fetch clears the backoff gauge. */
+  #observedSource(source: ConsumerSource): ConsumerSource {
+    return {
+      backend: source.backend,
+      defaults: source.defaults,
+      renewMany: (leases, options) => source.renewMany(leases, options),
+      settleMany: (ops) => source.settleMany(ops),
+      fetch: async <U extends JsonValue = JsonValue>(stream: string, group: string, options?: FetchOptions) => {
+        const leases = await source.fetch<U>(stream, group, options);
+        this.#backoffMs = 0;
+        return leases;
+      },
+    };
+  }
+
+  /** `true` when `promise` settles within `ms`, `false` at the timeout. */
+  #within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = this.#timers.schedule(ms, () => resolve(false));
+      void promise.then(() => {
+        timer.cancel();
+        resolve(true);
+      });
+    });
+  }
+}
