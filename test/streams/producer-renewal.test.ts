@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import type { Lease } from '../../src/core/types.js';
+import type { RenewSummary } from '../../src/producer/inflight-tracker.js';
+import type { LeaseLostInfo, RenewErrorInfo } from '../../src/producer/producer-options.js';
+import { backendFactories } from '../support/backends.js';
+import { useStreamsFixture } from './support/fixture.js';
+import { nextEvent, readOne } from './support/wait.js';
+
+for (const factory of backendFactories) {
+  describe(`producer renewal (${factory.name})`, () => {
+    const fx = useStreamsFixture(factory);
+
+    it('keeps a slow handler’s lease alive past its original expiry', async () => {
+      const { rheo, timers, stream, group } = fx();
+      await fx().append(1);
+      const producer = fx().producer({ maxDemand: 1, leaseMs: 1000, random: () => 0.5 });
+      const lease = await readOne<Lease>(producer);
+      // Six renewal rounds (one every ~450 ms) take the clock 3 lease lengths past the claim.
+      for (let round = 1; round <= 6; round++) {
+        const renewed = nextEvent<RenewSummary>(producer, 'renewed');
+        timers.advance(500);
+        expect(await renewed).toEqual({ renewed: 1, lost: 0, failed: 0 });
+        // A competing worker cannot take the lease: it is still live.
+        expect(await rheo.fetch(stream, group, { consumerId: 'thief' })).toEqual([]);
+      }
+      expect(timers.clock.now() - lease.leasedAt.getTime()).toBeGreaterThanOrEqual(3000);
+      await producer.ack(lease);
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
+
+    it('renews on one timer at about half the lease, unref’d', async () => {
+      const { timers } = fx();
+      await fx().append(3);
+      const producer = fx().producer({ maxDemand: 3, leaseMs: 1000, random: () => 0 });
+      await readOne<Lease>(producer);
+      await readOne<Lease>(producer);
+      await readOne<Lease>(producer);
+      expect(timers.pendingDelays({ keepAlive: false })).toEqual([500]);
+    });
+
+    it('drops a lease whose renewal comes back stale_lease and emits lease-lost', async () => {
+      const { rheo, clock, timers, stream, group } = fx();
+      await fx().append(1);
+      const producer = fx().producer({ maxDemand: 1, leaseMs: 1000 });
+      const lease = await readOne<Lease>(producer);
+      // The lease expires before the producer gets to renew it, and another worker reclaims it.
+      clock.advance(1500);
+      const [stolen] = await rheo.fetch(stream, group, { consumerId: 'thief' });
+      expect(stolen?.attempt).toBe(2);
+      const lost = nextEvent<LeaseLostInfo<unknown>>(producer, 'lease-lost');
+      timers.runDue();
+      const info = await lost;
+      expect(info.lease.leaseId).toBe(lease.leaseId);
+      expect(info.error.code).toBe('stale_lease');
+      expect(producer.holds(lease.leaseId)).toBe(false);
+      expect(producer.inflightCount).toBe(0);
+    });
+
+    it('keeps a lease whose renewal fails for another reason, and retries sooner', async () => {
+      const { faulty, timers } = fx();
+      await fx().append(1);
+      const producer = fx().producer({ maxDemand: 1, leaseMs: 1000, random: () => 0 });
+      const lease = await readOne<Lease>(producer);
+      faulty.fail('renew', 'backend_unavailable', { wholeCall: true });
+      const failed = nextEvent<RenewErrorInfo<unknown>>(producer, 'renew-error');
+      timers.advance(500);
+      expect((await failed).error.code).toBe('backend_unavailable');
+      expect(producer.holds(lease.leaseId)).toBe(true);
+      expect(timers.pendingDelays({ keepAlive: false })).toEqual([125]);
+      const renewed = nextEvent<RenewSummary>(producer, 'renewed', (s) => s.renewed === 1);
+      timers.advance(125);
+      await renewed;
+      expect(producer.inflightCount).toBe(1);
+    });
+  });
+}
