@@ -168,20 +168,20 @@ export function registerErrorTests(makeBackend: BackendFactory): void {
       const { rheo } = fx();
       await rheo.createStream('s');
       await rheo.createGroup('s', 'g');
-      const calls: Array<Promise<unknown>> = [
-        rheo.append('bad name', { payload: 1 }),
-        rheo.read('bad/name'),
-        rheo.query(''),
-        rheo.listGroups('x'.repeat(201)),
-        rheo.fetch('s', 'bad name'),
-        rheo.lag('s', 'bad name'),
-        rheo.groupInfo('s', ''),
-        rheo.deadLetters('s', 'é'),
-        rheo.redrive('s', 'a b'),
-        rheo.replay('s', 'a b', { fromSequence: 1 }),
-        rheo.resetGroup('s', 'a b', { confirm: true }),
+      const calls: Array<() => Promise<unknown>> = [
+        () => rheo.append('bad name', { payload: 1 }),
+        () => rheo.read('bad/name'),
+        () => rheo.query(''),
+        () => rheo.listGroups('x'.repeat(201)),
+        () => rheo.fetch('s', 'bad name'),
+        () => rheo.lag('s', 'bad name'),
+        () => rheo.groupInfo('s', ''),
+        () => rheo.deadLetters('s', 'é'),
+        () => rheo.redrive('s', 'a b'),
+        () => rheo.replay('s', 'a b', { fromSequence: 1 }),
+        () => rheo.resetGroup('s', 'a b', { confirm: true }),
       ];
-      for (const call of calls) await expectCode(call, 'invalid_argument');
+      for (const call of calls) await expectCode(call(), 'invalid_argument');
     });
 
     it('rejects bad dead-letter and redrive options', async () => {

@@ -123,17 +123,17 @@ export function registerLogTests(makeBackend: BackendFactory): void {
     it('every group operation on a missing group is group_not_found naming stream and group', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');
-      const calls: Array<Promise<unknown>> = [
-        rheo.fetch('s', 'ghost'),
-        rheo.lag('s', 'ghost'),
-        rheo.groupInfo('s', 'ghost'),
-        rheo.deadLetters('s', 'ghost'),
-        rheo.redrive('s', 'ghost'),
-        rheo.replay('s', 'ghost', { fromSequence: 1 }),
-        rheo.resetGroup('s', 'ghost', { confirm: true }),
+      const calls: Array<() => Promise<unknown>> = [
+        () => rheo.fetch('s', 'ghost'),
+        () => rheo.lag('s', 'ghost'),
+        () => rheo.groupInfo('s', 'ghost'),
+        () => rheo.deadLetters('s', 'ghost'),
+        () => rheo.redrive('s', 'ghost'),
+        () => rheo.replay('s', 'ghost', { fromSequence: 1 }),
+        () => rheo.resetGroup('s', 'ghost', { confirm: true }),
       ];
       for (const call of calls) {
-        const error = await expectCode(call, 'group_not_found');
+        const error = await expectCode(call(), 'group_not_found');
         expect(error.message).toContain('ghost');
         expect(error.message).toContain('"s"');
       }
@@ -141,16 +141,16 @@ export function registerLogTests(makeBackend: BackendFactory): void {
 
     it('every operation on a missing stream is stream_not_found', async () => {
       const { rheo } = fx();
-      const calls: Array<Promise<unknown>> = [
-        rheo.append('ghost', { payload: 1 }),
-        rheo.appendBatch('ghost', [{ payload: 1 }]),
-        rheo.read('ghost'),
-        rheo.query('ghost'),
-        rheo.listGroups('ghost'),
-        rheo.fetch('ghost', 'g'),
+      const calls: Array<() => Promise<unknown>> = [
+        () => rheo.append('ghost', { payload: 1 }),
+        () => rheo.appendBatch('ghost', [{ payload: 1 }]),
+        () => rheo.read('ghost'),
+        () => rheo.query('ghost'),
+        () => rheo.listGroups('ghost'),
+        () => rheo.fetch('ghost', 'g'),
       ];
       for (const call of calls) {
-        const error = await expectCode(call, 'stream_not_found');
+        const error = await expectCode(call(), 'stream_not_found');
         expect(error.message).toContain('ghost');
       }
     });
