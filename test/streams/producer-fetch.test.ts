@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import type { Lease } from '../../src/core/types.js';
+import type { FetchErrorInfo } from '../../src/producer/producer-options.js';
+import { backendFactories } from '../support/backends.js';
+import { useStreamsFixture } from './support/fixture.js';
+import { nextEvent, readOne } from './support/wait.js';
+
+for (const factory of backendFactories) {
+  describe(`producer fetching (${factory.name})`, () => {
+    const fx = useStreamsFixture(factory);
+
+    it('backs off exponentially (capped) on fetch errors, never ends the stream, and recovers', async () => {
+      const { faulty, timers } = fx();
+      await fx().append(1);
+      faulty.fail('fetch', 'backend_unavailable', { times: 4 });
+      const producer = fx().producer({ fetchBackoff: { initialMs: 100, maxMs: 300 }, random: () => 0 });
+      const errors: FetchErrorInfo[] = [];
+      producer.on('fetch-error', (info) => errors.push(info));
+      const first = nextEvent<FetchErrorInfo>(producer, 'fetch-error');
+      producer.read(0);
+      await first;
+      for (let failures = 1; failures < 4; failures++) {
+        const next = nextEvent<FetchErrorInfo>(producer, 'fetch-error');
+        timers.advance(errors.at(-1)!.retryInMs);
+        await next;
+      }
+      expect(errors.map((e) => [e.failures, e.retryInMs, e.error.code])).toEqual([
+        [1, 100, 'backend_unavailable'],
+        [2, 200, 'backend_unavailable'],
+        [3, 300, 'backend_unavailable'],
+        [4, 300, 'backend_unavailable'],
+      ]);
+      expect(producer.destroyed || producer.readableEnded).toBe(false);
+      timers.advance(300);
+      const lease = await readOne<Lease>(producer);
+      expect(lease.event.sequence).toBe(1);
+    });
+
+    it('an empty fetch waits pollMs, and wakes early when an event is appended', async () => {
+      const { faulty, rheo, stream, timers } = fx();
+      const producer = fx().producer({ pollMs: 60_000 });
+      producer.read(0);
+      // Wait for the first (empty) fetch and the poll timer it leaves behind.
+      await nextEventLoopUntil(() => faulty.calls.fetch >= 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
+      expect(timers.pendingDelays({ keepAlive: true })).toEqual([60_000]);
+      await rheo.append(stream, { payload: { late: true } });
+      const lease = await readOne<Lease<{ late: boolean }>>(producer);
+      expect(lease.event.payload).toEqual({ late: true });
+    });
+
+    it('an empty fetch polls again after pollMs', async () => {
+      const { faulty, timers } = fx();
+      const producer = fx().producer({ pollMs: 1000 });
+      producer.read(0);
+      await nextEventLoopUntil(() => faulty.calls.fetch === 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
+      timers.advance(1000);
+      await nextEventLoopUntil(() => faulty.calls.fetch >= 2);
+    });
+  });
+}
+
+async function nextEventLoopUntil(condition: () => boolean): Promise<void> {
+  const { until } = await import('./support/wait.js');
+  await until(condition, 'the condition holds');
+}
