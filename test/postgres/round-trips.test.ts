@@ -1,0 +1,109 @@
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { ManualClock } from '../../src/core/clock.js';
+import { createRheo, type Rheo } from '../../src/rheo.js';
+import { databaseUrl, sharedPool, uniqueSchema } from '../support/postgres.js';
+
+/** A pool that counts every statement its clients send: one statement = one round trip. */
+class CountingPool extends pg.Pool {
+  statements = 0;
+  readonly #wrapped = new WeakSet<pg.PoolClient>();
+
+  override async connect(): Promise<pg.PoolClient>;
+  override connect(callback: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): void;
+  override connect(
+    callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void,
+  ): Promise<pg.PoolClient> | void {
+    if (callback) return super.connect(callback);
+    return super.connect().then((client) => {
+      if (!this.#wrapped.has(client)) {
+        this.#wrapped.add(client);
+        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+        client.query = ((...args: unknown[]) => {
+          this.statements++;
+          return query(...args);
+        }) as typeof client.query;
+      }
+      return client;
+    });
+  }
+}
+
+const pool = new CountingPool({ connectionString: databaseUrl(), max: 4 });
+afterAll(() => pool.end());
+
+async function setup(partitions: number, events: number): Promise<{ rheo: Rheo; clock: ManualClock }> {
+  const clock = new ManualClock();
+  const rheo = createRheo({ backend: postgresBackend({ pool }, { schema: uniqueSchema(), clock }), clock });
+  await rheo.migrate();
+  await rheo.createStream('s', { partitions });
+  await rheo.createGroup('s', 'g');
+  for (let i = 0; i < events; i += 5000) {
+    await rheo.appendBatch('s', Array.from({ length: Math.min(5000, events - i) }, (_, j) => ({ payload: { n: i + j } })));
+  }
+  return { rheo, clock };
+}
+
+async function count<T>(fn: () => Promise<T>): Promise<{ result: T; statements: number }> {
+  const before = pool.statements;
+  const result = await fn();
+  return { result, statements: pool.statements - before };
+}
+
+describe('postgres round trips', () => {
+  it('fetch is one statement whatever the limit and partition count (after the name lookups are cached)', async () => {
+    const { rheo, clock } = await setup(4, 2000);
+    await rheo.fetch('s', 'g', { limit: 1 }); // warms the stream/group cache
+    for (const limit of [1, 10, 100, 1000]) {
+      const { result, statements } = await count(() => rheo.fetch('s', 'g', { limit }));
+      expect(result).toHaveLength(limit);
+      expect(statements).toBe(1);
+    }
+    // Reclaiming expired leases is the same single statement.
+    clock.advance(60_000);
+    const { result, statements } = await count(() => rheo.fetch('s', 'g', { limit: 500 }));
+    expect(result).toHaveLength(500);
+    expect(result.every((l) => l.attempt === 2)).toBe(true);
+    expect(statements).toBe(1);
+    await rheo.close();
+  });
+
+  it('ackMany, nackMany-style settle and renewMany are one statement each', async () => {
+    const { rheo } = await setup(2, 600);
+    const leases = await rheo.fetch('s', 'g', { limit: 600 });
+    const renewed = await count(() => rheo.renewMany(leases, { leaseMs: 60_000 }));
+    expect(renewed.result.every((r) => r.ok)).toBe(true);
+    expect(renewed.statements).toBe(1);
+    const acked = await count(() => rheo.ackMany(leases.slice(0, 300)));
+    expect(acked.result.every((r) => r.ok)).toBe(true);
+    expect(acked.statements).toBe(1);
+    const mixed = await count(() =>
+      rheo.settleMany(
+        leases.slice(300).map((lease, i) =>
+          i % 3 === 0 ? { kind: 'nack' as const, lease, reason: 'retry' } : i % 3 === 1 ? { kind: 'reject' as const, lease } : { kind: 'release' as const, lease },
+        ),
+      ),
+    );
+    expect(mixed.result.every((r) => r.ok)).toBe(true);
+    expect(mixed.statements).toBe(1);
+    await rheo.close();
+  });
+
+  it('storage stays bounded after acking 20,000 events: no delivery rows left, none per event', async () => {
+    const { rheo } = await setup(2, 20_000);
+    for (;;) {
+      const leases = await rheo.fetch('s', 'g', { limit: 1000 });
+      if (leases.length === 0) break;
+      expect((await rheo.ackMany(leases)).every((r) => r.ok)).toBe(true);
+      const stats = await rheo.backend.storageStats('s', 'g');
+      expect(stats.deliveries).toBe(0);
+    }
+    expect(await rheo.backend.storageStats('s', 'g')).toEqual({ deliveries: 0, deadLetters: 0 });
+    const schema = (rheo.backend as unknown as { schema: string }).schema;
+    const { rows } = await sharedPool().query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".deliveries`);
+    expect(Number(rows[0]?.n)).toBe(0);
+    expect((await rheo.lag('s', 'g')).lag).toBe(0);
+    await rheo.close();
+  });
+});
