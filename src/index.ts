@@ -49,3 +49,33 @@ export type { RateLimitOptions } from './transforms/rate-limit.js';
 export { createBatchTransform, BatchTransform } from './transforms/batch-transform.js';
 export type { BatchTransformOptions } from './transforms/batch-transform.js';
 export type { FlushReason } from './transforms/batch-collector.js';
+export { Consumer } from './consumer/consumer.js';
+export type { ConsumerSource } from './consumer/consumer.js';
+export type {
+  ConsumeOptions,
+  ConsumerHandler,
+  HandlerContext,
+  HandlerOutcome,
+  RetryOutcome,
+  RejectOutcome,
+  OrderBy,
+  StopOptions,
+  ConsumerStats,
+  ConsumerState,
+} from './consumer/consumer-types.js';
+export { RHEO_EVENT_NAMES, channelName } from './observability/diagnostics.js';
+export type {
+  LeaseEventInfo,
+  LeaseEvent,
+  AckEvent,
+  RetryEvent,
+  DeadLetterEvent,
+  LeaseLostEvent,
+  SettleErrorEvent,
+  FetchErrorEvent,
+  HandlerErrorKind,
+  HandlerErrorEvent,
+  DrainEvent,
+  RheoEventMap,
+  RheoEventName,
+} from './observability/lease-events.js';
