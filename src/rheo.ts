@@ -17,6 +17,7 @@ import type {
   FetchOptions,
   GroupInfo,
   GroupOptions,
+  JsonObject,
   JsonValue,
   LagReport,
   Lease,
@@ -43,6 +44,7 @@ import {
   assertPlainObject,
   assertString,
   describe,
+  frozenJsonCopy,
   optionalInteger,
 } from './core/validation.js';
 import { memoryBackend } from './backends/memory/memory-backend.js';
@@ -67,6 +69,7 @@ export interface RheoOptions {
 }
 
 const MAX_LIMIT = 10_000;
+const EMPTY_METADATA: JsonObject = Object.freeze({});
 const MAX_PARTITIONS = 4096;
 const MAX_LEASE_MS = 7 * 24 * 3600_000;
 
@@ -428,7 +431,7 @@ export class Rheo {
     if (!('payload' in input) || input.payload === undefined) {
       throw invalidArgument(`${what}.payload is required and must be JSON (undefined is not JSON)`);
     }
-    assertJson(`${what}.payload`, input.payload);
+    const payload = frozenJsonCopy(`${what}.payload`, input.payload);
     let type = 'event';
     if (input.type !== undefined) {
       assertString(`${what}.type`, input.type);
@@ -440,10 +443,10 @@ export class Rheo {
       assertJson(`${what}.key`, input.key);
       key = input.key;
     }
-    let metadata = {};
+    let metadata: JsonObject = EMPTY_METADATA;
     if (input.metadata !== undefined) {
-      assertJsonObject(`${what}.metadata`, input.metadata);
-      metadata = input.metadata;
+      assertPlainObject(`${what}.metadata`, input.metadata);
+      metadata = frozenJsonCopy(`${what}.metadata`, input.metadata) as JsonObject;
     }
     let id: string | null = null;
     if (input.id !== undefined) {
@@ -463,9 +466,7 @@ export class Rheo {
     } else {
       timestamp = new Date(this.clock.now());
     }
-    // A deep copy: the caller may mutate its objects after append returns.
-    const payload = structuredClone(input.payload) as JsonValue;
-    return { id, type, key, payload, metadata: structuredClone(metadata), partition, timestamp };
+    return { id, type, key, payload, metadata, partition, timestamp };
   }
 
   async #settleOne(op: SettleOp): Promise<void> {

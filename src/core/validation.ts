@@ -144,3 +144,44 @@ export function describe(value: unknown): string {
   if (value !== null && typeof value === 'object') return 'an object';
   return String(value);
 }
+
+/**
+ * Validates like `assertJson` and returns a deep, frozen copy in the same
+ * pass: the caller may keep mutating its objects after an append returns, and
+ * nobody holding a stored event can change the log through it.
+ */
+export function frozenJsonCopy(what: string, value: unknown): JsonValue {
+  return copyJson(value, new Set(), what);
+}
+
+function copyJson(value: unknown, seen: Set<object>, path: string): JsonValue {
+  if (typeof value !== 'object' || value === null) {
+    const problem = jsonProblem(value, seen, path);
+    if (problem) throw invalidArgument(problem);
+    return value as JsonValue;
+  }
+  if (seen.has(value)) throw invalidArgument(`${path} contains a cycle`);
+  seen.add(value);
+  let out: JsonValue;
+  if (Array.isArray(value)) {
+    const arr: JsonValue[] = new Array<JsonValue>(value.length);
+    for (let i = 0; i < value.length; i++) arr[i] = copyJson(value[i], seen, `${path}[${i}]`);
+    out = arr;
+  } else {
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) {
+      const name = (value as { constructor?: { name?: string } }).constructor?.name ?? 'object';
+      throw invalidArgument(`${path} is a ${name} instance, not a plain JSON object`);
+    }
+    const obj: { [key: string]: JsonValue } = {};
+    for (const k of Object.keys(value)) {
+      const kp = stringProblem(k, `${path} key ${JSON.stringify(k)}`);
+      if (kp) throw invalidArgument(kp);
+      obj[k] = copyJson((value as Record<string, unknown>)[k], seen, `${path}.${k}`);
+    }
+    out = obj;
+  }
+  seen.delete(value);
+  Object.freeze(out);
+  return out;
+}
