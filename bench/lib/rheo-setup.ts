@@ -1,0 +1,50 @@
+import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
+import type { ConsumeOptions } from '../../src/consumer/consumer-types.js';
+import type { JsonValue } from '../../src/core/types.js';
+import { createRheo, type Rheo, type RheoDefaults } from '../../src/index.js';
+import { postgresBackend } from '../../src/postgres.js';
+import { inChunks, payload, EVENT_TYPE } from './workload.js';
+
+export type BackendKind = 'memory' | 'postgres';
+
+export interface RheoSetup {
+  /** PostgreSQL URL; required for `postgres`. */
+  url?: string;
+  /** Send a NOTIFY per append call (the default) or poll only. */
+  notify?: boolean;
+  defaults?: Partial<RheoDefaults>;
+}
+
+/** A migrated rheo on the given backend. The caller closes it. */
+export async function openRheo(kind: BackendKind, setup: RheoSetup = {}): Promise<Rheo> {
+  if (kind === 'memory') return createRheo({ defaults: setup.defaults });
+  if (!setup.url) throw new Error('openRheo("postgres") needs a database URL');
+  const backend = postgresBackend({ connectionString: setup.url }, { notify: setup.notify ?? true });
+  const rheo = createRheo({ backend, defaults: setup.defaults });
+  await rheo.migrate();
+  return rheo;
+}
+
+/** Appends `count` bench events in `appendBatch` calls of `chunk`. */
+export async function fill(rheo: Rheo, stream: string, count: number, chunk = 1000, offset = 0): Promise<void> {
+  await inChunks(count, chunk, async (start, end) => {
+    const inputs = [];
+    for (let i = start; i < end; i++) inputs.push({ type: EVENT_TYPE, payload: payload(offset + i) });
+    await rheo.appendBatch(stream, inputs);
+  });
+}
+
+/** Whether every partition's frontier has reached its high watermark. */
+export async function caughtUp(rheo: Rheo, stream: string, group: string): Promise<boolean> {
+  const report = await rheo.lag(stream, group);
+  return report.lag === 0;
+}
+
+/**
+ * `rheo.consume(options)` where the facade has it; otherwise the consumer
+ * module it is built from (same code path).
+ */
+export function consume<T extends JsonValue = JsonValue>(rheo: Rheo, options: ConsumeOptions<T>): Consumer<T> {
+  const facade = rheo as unknown as { consume?: (o: ConsumeOptions<T>) => Consumer<T> };
+  return typeof facade.consume === 'function' ? facade.consume(options) : createConsumer<T>(rheo, options);
+}

@@ -1,0 +1,273 @@
+/**
+ * `npm run bench`: measures rheo next to graphile-worker and pg-boss on one
+ * PostgreSQL, in one run, and writes bench/results/latest.{json,md,svg}.
+ *
+ *   npm run bench                      # full run (about 6-8 minutes on 2 cores)
+ *   npm run bench -- --quick           # smoke run with small sizes (or RHEO_BENCH_QUICK=1)
+ *   npm run bench -- --only=append,peers --runs=5
+ *
+ * Without RHEO_BENCH_DATABASE_URL it starts a throwaway PostgreSQL 15 on
+ * 127.0.0.1 (default durability) and removes it afterwards. With it, the URL
+ * must allow CREATE DATABASE: every scenario gets its own database, dropped
+ * at the end.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, platform, release } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { BenchContext, log, pgAccess, type MetricSummary, type PgAccess } from './lib/context.js';
+import { startPgCluster, type PgCluster } from './lib/pg-cluster.js';
+import { markdownSummary, svgChart, textTable, type Bar, type Environment, type TargetCheck } from './lib/report.js';
+import { formatNumber } from './lib/stats.js';
+import { APPEND, appendScenario } from './scenarios/append.js';
+import { CONSUME, CONSUME_SETTINGS, consumeCase, consumeScenario, fetchLoopCase, producerCase } from './scenarios/consume.js';
+import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
+import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
+import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
+import { STREAMS, STREAMS_CASES, streamsScenario } from './scenarios/streams.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }> = [
+  { id: 'streams', run: streamsScenario },
+  { id: 'append', run: appendScenario },
+  { id: 'consume', run: consumeScenario },
+  { id: 'peers', run: peersScenario },
+  { id: 'latency', run: latencyScenario },
+  { id: 'scaling', run: scalingScenario },
+];
+
+function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null } {
+  let quick = ['1', 'true', 'yes'].includes((process.env.RHEO_BENCH_QUICK ?? '').toLowerCase());
+  let runs: number | null = null;
+  let only: Set<string> | null = null;
+  for (const arg of argv) {
+    if (arg === '--quick') quick = true;
+    else if (arg.startsWith('--runs=')) runs = Number(arg.slice('--runs='.length));
+    else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
+    else if (arg === '--help' || arg === '-h') {
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling]\n');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${arg}`);
+  }
+  if (runs !== null && !(Number.isInteger(runs) && runs >= 1)) throw new Error('--runs must be a positive integer');
+  if (only) {
+    for (const id of only) {
+      if (!SCENARIOS.some((s) => s.id === id)) throw new Error(`unknown scenario ${id}`);
+    }
+  }
+  return { quick, runs, only };
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const runs = args.runs ?? (args.quick ? 1 : 3);
+  const started = Date.now();
+  const loadAverage = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
+  let cluster: PgCluster | null = null;
+  const stopCluster = async (): Promise<void> => {
+    const c = cluster;
+    cluster = null;
+    if (c) await c.stop();
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    log(`\n${signal}: stopping the throwaway PostgreSQL`);
+    void stopCluster().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  try {
+    let pg: PgAccess | null = null;
+    const givenUrl = process.env.RHEO_BENCH_DATABASE_URL;
+    if (givenUrl) {
+      log('using RHEO_BENCH_DATABASE_URL');
+      pg = await pgAccess(givenUrl);
+    } else {
+      log('starting a throwaway PostgreSQL on 127.0.0.1 ...');
+      cluster = await startPgCluster();
+      pg = await pgAccess(cluster.connectionString);
+    }
+    log(`${pg.version}; ${runs} run(s) per case${args.quick ? ', quick sizes' : ''}`);
+
+    const ctx = new BenchContext({ quick: args.quick, runs, only: args.only }, pg);
+    for (const scenario of SCENARIOS) {
+      if (args.only && !args.only.has(scenario.id)) continue;
+      const t0 = Date.now();
+      log(`scenario ${scenario.id} ...`);
+      await scenario.run(ctx);
+      log(`  done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    }
+    derive(ctx);
+
+    const rows = ordered(ctx.summaries());
+    const targets = checkTargets(ctx);
+    const env: Environment = {
+      date: new Date().toISOString(),
+      command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+      quick: args.quick,
+      runs,
+      node: process.versions.node,
+      postgres: pg.version,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model.trim() ?? 'unknown CPU',
+      platform: `${platform()} ${release()}`,
+      loadAverage,
+      peers: peerVersions(),
+    };
+    ctx.notes.push(`Total bench time ${((Date.now() - started) / 1000).toFixed(0)} s.`);
+
+    process.stdout.write(`\n${textTable(rows)}\n\nTargets (issue 6):\n`);
+    for (const t of targets) {
+      process.stdout.write(`  [${t.met === null ? 'n/a' : t.met ? 'met' : 'MISSED'}] ${t.target}: ${t.measured}\n`);
+    }
+    const outDir = join(here, 'results');
+    mkdirSync(outDir, { recursive: true });
+    writeFileSync(
+      join(outDir, 'latest.json'),
+      `${JSON.stringify({ environment: env, targets, metrics: rows, skipped: ctx.skipped, notes: ctx.notes }, null, 2)}\n`,
+    );
+    writeFileSync(join(outDir, 'latest.md'), markdownSummary(env, rows, targets, ctx.skipped, ctx.notes));
+    writeFileSync(join(outDir, 'latest.svg'), chart(ctx, env));
+    process.stdout.write(`\nwrote bench/results/latest.json, latest.md, latest.svg (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  } finally {
+    await stopCluster();
+  }
+}
+
+/** Ratios computed per repetition (sample i with sample i), then summarised like any metric. */
+function derive(ctx: BenchContext): void {
+  const pair = (scenario: string, name: string, top: string, bottom: string): void => {
+    const a = ctx.metrics.get(`${scenario}\u0000${top}`);
+    const b = ctx.metrics.get(`${scenario}\u0000${bottom}`);
+    if (!a || !b) return;
+    const n = Math.min(a.samples.length, b.samples.length);
+    for (let i = 0; i < n; i++) ctx.record(scenario, name, 'x', a.samples[i]! / b.samples[i]!);
+  };
+  pair(APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 'rheo postgres appendBatch(100)', 'raw pg multi-row INSERT(100)');
+  pair(APPEND, 'rheo postgres append ÷ raw single-row INSERT', 'rheo postgres append (single)', 'raw pg single-row INSERT');
+  for (const kind of ['memory', 'postgres'] as const) {
+    const names = [...ctx.metrics.values()].filter((m) => m.scenario === SCALING && m.name.startsWith(`rheo ${kind} `));
+    const find = (part: string, metric: string): string | undefined =>
+      names.find((m) => m.name.includes(part) && m.name.endsWith(metric))?.name;
+    const small = find('1k backlog:', 'ackMany');
+    const large = names.find((m) => m.name.endsWith('ackMany') && !m.name.includes('1k backlog:') && !m.name.includes('dead letters'))?.name;
+    const dl = find('dead letters', 'ackMany');
+    if (small && large) pair(SCALING, scalingCase(kind, 'large ÷ 1k backlog throughput'), large, small);
+    if (large && dl) pair(SCALING, scalingCase(kind, 'with dead letters ÷ without throughput'), dl, large);
+  }
+}
+
+const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS];
+
+function ordered(rows: MetricSummary[]): MetricSummary[] {
+  return [...rows].sort((a, b) => SCENARIO_ORDER.indexOf(a.scenario) - SCENARIO_ORDER.indexOf(b.scenario));
+}
+
+function checkTargets(ctx: BenchContext): TargetCheck[] {
+  const out: TargetCheck[] = [];
+  const ratio = (target: string, scenario: string, name: string, atLeast: number): void => {
+    const m = ctx.get(scenario, name);
+    out.push({
+      target,
+      measured: m ? `${formatNumber(m.median)}× (min ${formatNumber(m.min)}×, max ${formatNumber(m.max)}×)` : 'not measured',
+      met: m ? m.median >= atLeast : null,
+    });
+  };
+  ratio('PostgreSQL consume ≥ 3× graphile-worker', PEERS, PEER_CASES.vsGraphile, 3);
+  ratio('PostgreSQL consume ≥ 10× pg-boss', PEERS, PEER_CASES.vsPgBoss, 10);
+  ratio('appendBatch ≥ 0.5× raw multi-row INSERT', APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 0.5);
+  const p50 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p50`);
+  const p99 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p99`);
+  out.push({
+    target: 'notify latency p50 < 5 ms',
+    measured: p50 ? `${formatNumber(p50.median)} ms` : 'not measured',
+    met: p50 ? p50.median < 5 : null,
+  });
+  out.push({
+    target: 'notify latency p99 < 25 ms',
+    measured: p99 ? `${formatNumber(p99.median)} ms` : 'not measured',
+    met: p99 ? p99.median < 25 : null,
+  });
+  ratio('1M backlog throughput ≥ 0.75× 1k backlog (PostgreSQL)', SCALING, scalingCase('postgres', 'large ÷ 1k backlog throughput'), 0.75);
+  ratio('dead letters do not slow fetch: ≥ 0.75× (PostgreSQL)', SCALING, scalingCase('postgres', 'with dead letters ÷ without throughput'), 0.75);
+  ratio('memory end to end ≥ 0.4× bare streams', STREAMS, STREAMS_CASES.ratio, 0.4);
+  return out;
+}
+
+function chart(ctx: BenchContext, env: Environment): string {
+  const bar = (scenario: string, name: string, label: string, kind: Bar['kind']): Bar[] => {
+    const m = ctx.get(scenario, name);
+    return m ? [{ label, value: m.median, min: m.min, max: m.max, kind }] : [];
+  };
+  const best = (kind: 'memory' | 'postgres', make: (k: 'memory' | 'postgres', s: (typeof CONSUME_SETTINGS)[number]) => string): string => {
+    let name = make(kind, CONSUME_SETTINGS[0]);
+    let value = -1;
+    for (const s of CONSUME_SETTINGS) {
+      const m = ctx.get(CONSUME, make(kind, s));
+      if (m && m.median > value) {
+        value = m.median;
+        name = make(kind, s);
+      }
+    }
+    return name;
+  };
+  const groups = [
+    {
+      title: 'Consume 20,000 events/jobs end to end on PostgreSQL (same database, same run)',
+      bars: [
+        ...bar(PEERS, PEER_CASES.rheo, 'rheo.consume (500/50)', 'rheo'),
+        ...bar(CONSUME, best('postgres', producerCase), 'RheoProducer → lease sink (best)', 'rheo'),
+        ...bar(CONSUME, fetchLoopCase('postgres', 500), 'rheo fetch(500) + ackMany loop', 'rheo'),
+        ...bar(PEERS, PEER_CASES.graphile, 'graphile-worker (fast settings)', 'peer'),
+        ...bar(PEERS, PEER_CASES.pgBoss, 'pg-boss (tuned batches)', 'peer'),
+      ],
+    },
+    {
+      title: 'Enqueue / append on PostgreSQL',
+      bars: [
+        ...bar(APPEND, 'rheo postgres appendBatch(100)', 'rheo appendBatch(100)', 'rheo'),
+        ...bar(APPEND, 'raw pg multi-row INSERT(100)', 'raw multi-row INSERT(100) ceiling', 'ceiling'),
+        ...bar(PEERS, PEER_CASES.rheoEnqueue, 'rheo appendBatch(1000)', 'rheo'),
+        ...bar(PEERS, PEER_CASES.graphileEnqueue, 'graphile-worker addJobs(1000)', 'peer'),
+        ...bar(PEERS, PEER_CASES.pgBossEnqueue, 'pg-boss insert(1000)', 'peer'),
+        ...bar(APPEND, 'rheo postgres append (single)', 'rheo append (single)', 'rheo'),
+        ...bar(APPEND, 'raw pg single-row INSERT', 'raw single-row INSERT', 'ceiling'),
+      ],
+    },
+    {
+      title: 'Memory backend',
+      bars: [
+        ...bar(STREAMS, STREAMS_CASES.bare, 'bare Readable → Writable ceiling', 'ceiling'),
+        ...bar(STREAMS, STREAMS_CASES.rheo, 'RheoProducer → lease sink (500/50)', 'rheo'),
+        ...bar(CONSUME, best('memory', consumeCase), 'rheo.consume (best)', 'rheo'),
+      ],
+    },
+  ].filter((g) => g.bars.length > 0);
+  return svgChart(
+    'rheo vs graphile-worker and pg-boss: events/s (median, whiskers min–max)',
+    `${env.cpus} vCPU, Node ${env.node}, ${env.postgres}, ${env.date.slice(0, 10)}, ${env.runs} run(s)${env.quick ? ', quick' : ''}`,
+    groups,
+  );
+}
+
+function peerVersions(): Record<string, string> {
+  const version = (name: string): string => {
+    try {
+      const pkg = JSON.parse(readFileSync(join(here, 'node_modules', name, 'package.json'), 'utf8')) as { version?: string };
+      return pkg.version ?? '?';
+    } catch {
+      return 'not installed';
+    }
+  };
+  return { 'graphile-worker': version('graphile-worker'), 'pg-boss': version('pg-boss') };
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,142 @@
+import { pipeline } from 'node:stream/promises';
+
+import type { Rheo } from '../../src/index.js';
+import { createLeaseSink } from '../../src/sinks/lease-sink.js';
+import type { BenchContext } from '../lib/context.js';
+import { caughtUp, consume, fill, openRheo, type BackendKind } from '../lib/rheo-setup.js';
+import { now, rate, waitUntil } from '../lib/stats.js';
+
+export const CONSUME = '2 consume';
+
+/** maxDemand / concurrency pairs measured end to end. */
+export const CONSUME_SETTINGS = [
+  { maxDemand: 10, concurrency: 1 },
+  { maxDemand: 100, concurrency: 10 },
+  { maxDemand: 500, concurrency: 50 },
+] as const;
+
+export const FETCH_LOOP_LIMITS = [100, 500] as const;
+
+export function producerCase(kind: BackendKind, s: { maxDemand: number; concurrency: number }): string {
+  return `rheo ${kind} RheoProducer→lease sink (maxDemand ${s.maxDemand}, concurrency ${s.concurrency})`;
+}
+
+export function consumeCase(kind: BackendKind, s: { maxDemand: number; concurrency: number }): string {
+  return `rheo ${kind} rheo.consume (maxDemand ${s.maxDemand}, concurrency ${s.concurrency})`;
+}
+
+export function fetchLoopCase(kind: BackendKind, limit: number): string {
+  return `rheo ${kind} fetch(${limit})+ackMany loop`;
+}
+
+/**
+ * Scenario 2: N small events pre-appended, then drained until the frontier
+ * reaches the high watermark (lag 0, so every ack is durable). The clock runs
+ * from starting the consumer to lag 0. Three ways in: the streams adapter
+ * (RheoProducer piped into a no-op lease sink), the one-call `rheo.consume`,
+ * and a bare `fetch` + `ackMany` loop (the facade without the adapter).
+ */
+export async function consumeScenario(ctx: BenchContext): Promise<void> {
+  const events = ctx.size(20_000, 2_000);
+  await consumeRuns(ctx, 'memory', undefined, events);
+  if (!ctx.pg) return ctx.skip(`${CONSUME} (PostgreSQL)`, 'no database');
+  const url = await ctx.pg.createDatabase('rheo_bench_consume');
+  try {
+    await consumeRuns(ctx, 'postgres', url, events);
+  } finally {
+    await ctx.pg.dropDatabase('rheo_bench_consume');
+  }
+}
+
+async function consumeRuns(ctx: BenchContext, kind: BackendKind, url: string | undefined, events: number): Promise<void> {
+  const rheo = await openRheo(kind, { url });
+  let seq = 0;
+  const fresh = async (): Promise<{ stream: string; group: string }> => {
+    const stream = `consume-${kind}-${seq++}`;
+    await rheo.createStream(stream);
+    await rheo.createGroup(stream, 'g');
+    await fill(rheo, stream, events);
+    return { stream, group: 'g' };
+  };
+  try {
+    for (let run = 0; run < ctx.runs; run++) {
+      for (const s of CONSUME_SETTINGS) {
+        ctx.record(CONSUME, producerCase(kind, s), 'events/s', await drainWithProducer(rheo, await fresh(), events, s));
+        ctx.record(CONSUME, consumeCase(kind, s), 'events/s', await drainWithConsume(rheo, await fresh(), events, s));
+      }
+      for (const limit of FETCH_LOOP_LIMITS) {
+        ctx.record(CONSUME, fetchLoopCase(kind, limit), 'events/s', await drainWithFetchLoop(rheo, await fresh(), events, limit));
+      }
+    }
+  } finally {
+    await rheo.close();
+  }
+}
+
+interface Target {
+  stream: string;
+  group: string;
+}
+
+export async function drainWithProducer(
+  rheo: Rheo,
+  { stream, group }: Target,
+  events: number,
+  s: { maxDemand: number; concurrency: number },
+): Promise<number> {
+  let handled = 0;
+  const t0 = now();
+  const producer = rheo.producer({ stream, group, maxDemand: s.maxDemand });
+  const sink = createLeaseSink({
+    producer,
+    concurrency: s.concurrency,
+    handle: () => {
+      handled++;
+    },
+  });
+  const done = pipeline(producer, sink);
+  await waitUntil('producer handlers', () => handled >= events, 300_000, 1);
+  await waitUntil('producer frontier', () => caughtUp(rheo, stream, group), 60_000, 1);
+  const elapsed = now() - t0;
+  await producer.drain(10_000);
+  await done.catch(() => undefined);
+  return rate(events, elapsed);
+}
+
+export async function drainWithConsume(
+  rheo: Rheo,
+  { stream, group }: Target,
+  events: number,
+  s: { maxDemand: number; concurrency: number },
+): Promise<number> {
+  let handled = 0;
+  const t0 = now();
+  const consumer = consume(rheo, {
+    stream,
+    group,
+    concurrency: s.concurrency,
+    maxDemand: s.maxDemand,
+    handler: () => {
+      handled++;
+    },
+  });
+  await waitUntil('consume handlers', () => handled >= events, 300_000, 1);
+  await waitUntil('consume frontier', () => caughtUp(rheo, stream, group), 60_000, 1);
+  const elapsed = now() - t0;
+  await consumer.stop();
+  return rate(events, elapsed);
+}
+
+export async function drainWithFetchLoop(rheo: Rheo, { stream, group }: Target, events: number, limit: number): Promise<number> {
+  let done = 0;
+  const t0 = now();
+  while (done < events) {
+    const leases = await rheo.fetch(stream, group, { limit });
+    if (leases.length === 0) continue;
+    await rheo.ackMany(leases);
+    done += leases.length;
+  }
+  const elapsed = now() - t0;
+  if (!(await caughtUp(rheo, stream, group))) throw new Error(`fetch loop on ${stream} did not reach lag 0`);
+  return rate(events, elapsed);
+}

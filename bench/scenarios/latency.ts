@@ -1,0 +1,85 @@
+import type { BenchContext } from '../lib/context.js';
+import { graphileLatency, pgBossLatency } from '../lib/peers.js';
+import { consume, openRheo, type BackendKind } from '../lib/rheo-setup.js';
+import { now, percentile, sleep, waitUntil } from '../lib/stats.js';
+import { EVENT_TYPE, latencyGapMs } from '../lib/workload.js';
+
+export const LATENCY = '4 latency';
+
+export const LATENCY_CASES = {
+  notify: 'rheo postgres, notifications',
+  poll: 'rheo postgres, polling only (pollMs 200)',
+  memory: 'rheo memory',
+  graphile: 'graphile-worker (LISTEN/NOTIFY)',
+  pgBoss: 'pg-boss (polling 0.5 s, its minimum)',
+} as const;
+
+/**
+ * Scenario 4: append one event at a time to an idle consumer and measure
+ * append call → handler start, p50/p95/p99 per repetition.
+ */
+export async function latencyScenario(ctx: BenchContext): Promise<void> {
+  const count = ctx.size(200, 50);
+  for (let run = 0; run < ctx.runs; run++) {
+    recordPercentiles(ctx, LATENCY_CASES.memory, await rheoLatency('memory', undefined, true, count));
+    if (!ctx.pg) continue;
+    const url = await ctx.pg.createDatabase('rheo_bench_latency');
+    try {
+      recordPercentiles(ctx, LATENCY_CASES.notify, await rheoLatency('postgres', url, true, count));
+      recordPercentiles(ctx, LATENCY_CASES.poll, await rheoLatency('postgres', url, false, count));
+    } finally {
+      await ctx.pg.dropDatabase('rheo_bench_latency');
+    }
+    const graphileUrl = await ctx.pg.createDatabase('rheo_bench_latency_graphile');
+    try {
+      recordPercentiles(ctx, LATENCY_CASES.graphile, await graphileLatency(graphileUrl, count));
+    } finally {
+      await ctx.pg.dropDatabase('rheo_bench_latency_graphile');
+    }
+    const bossUrl = await ctx.pg.createDatabase('rheo_bench_latency_pgboss');
+    try {
+      recordPercentiles(ctx, LATENCY_CASES.pgBoss, await pgBossLatency(bossUrl, count));
+    } finally {
+      await ctx.pg.dropDatabase('rheo_bench_latency_pgboss');
+    }
+  }
+  if (!ctx.pg) ctx.skip(`${LATENCY} (PostgreSQL and peers)`, 'no database');
+}
+
+function recordPercentiles(ctx: BenchContext, name: string, samples: number[]): void {
+  for (const p of [50, 95, 99]) ctx.record(LATENCY, `${name} p${p}`, 'ms', percentile(samples, p));
+}
+
+async function rheoLatency(kind: BackendKind, url: string | undefined, notify: boolean, count: number): Promise<number[]> {
+  const rheo = await openRheo(kind, { url, notify });
+  const stream = `latency-${notify ? 'notify' : 'poll'}`;
+  const sentAt = new Map<number, number>();
+  const samples: number[] = [];
+  try {
+    await rheo.createStream(stream);
+    await rheo.createGroup(stream, 'g');
+    const consumer = consume<{ n: number }>(rheo, {
+      stream,
+      group: 'g',
+      concurrency: 1,
+      maxDemand: 10,
+      handler: (event) => {
+        const at = now();
+        const sent = sentAt.get(event.payload.n);
+        if (sent !== undefined) samples.push(at - sent);
+      },
+    });
+    // Let the consumer reach its idle wait before the first append.
+    await sleep(300);
+    for (let i = 0; i < count; i++) {
+      sentAt.set(i, now());
+      await rheo.append(stream, { type: EVENT_TYPE, payload: { n: i } });
+      await sleep(latencyGapMs(i));
+    }
+    await waitUntil('latency handlers', () => samples.length >= count, 30_000);
+    await consumer.stop();
+    return samples;
+  } finally {
+    await rheo.close();
+  }
+}
