@@ -4,6 +4,7 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import { BatchCollector, type FlushReason } from '../transforms/batch-collector.js';
 import {
+  LostLeases,
   settleLease,
   settlementOf,
   thrownSettlement,
@@ -13,6 +14,7 @@ import {
   type SettlingStreamEvents,
 } from './lease-outcome.js';
 import type { Timers } from '../producer/timers.js';
+import type { LeaseLostInfo } from '../producer/producer-options.js';
 
 /**
  * What `handleBatch` returns: nothing or `'ack'` acks every lease; an array
@@ -83,6 +85,8 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #queued = new Set<Lease<T>[]>();
   readonly #tasks = new Set<Promise<void>>();
   readonly #shutdown = new AbortController();
+  readonly #lost = new LostLeases();
+  readonly #onLost = (info: LeaseLostInfo<T>): void => this.#lost.add(info.lease.leaseId);
 
   constructor(options: BatchSinkOptions<T>) {
     if (options === null || typeof options !== 'object' || typeof options.handleBatch !== 'function' || !options.producer) {
@@ -103,6 +107,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
       timers: options.timers ?? options.producer.timers,
       onFlush: (leases, reason) => this.#dispatch(leases, reason),
     });
+    this.#producer.on('lease-lost', this.#onLost);
   }
 
   /** Batches being handled now. */
@@ -122,7 +127,10 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
 
   override _final(callback: (error?: Error | null) => void): void {
     this.#collector.flush('end');
-    this.#whenIdle().then(() => callback(), callback);
+    this.#whenIdle().then(() => {
+      this.#producer.off('lease-lost', this.#onLost);
+      callback();
+    }, callback);
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
@@ -130,6 +138,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     this.#limit.clearQueue();
     const unstarted = [...this.#collector.take(), ...[...this.#queued].flat()];
     this.#queued.clear();
+    this.#producer.off('lease-lost', this.#onLost);
     Promise.all(unstarted.map((lease) => settleLease(this.#producer, lease, { kind: 'release' }, this))).then(
       () => callback(error),
       () => callback(error),
@@ -152,7 +161,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   async #run(batch: Lease<T>[], reason: FlushReason): Promise<void> {
     if (!this.#queued.delete(batch)) return;
     // Leases lost while waiting (renewal answered stale_lease) would only be refused at settle time.
-    const leases = batch.filter((lease) => this.#producer.holds(lease.leaseId));
+    const leases = batch.filter((lease) => !this.#lost.take(lease.leaseId));
     if (leases.length === 0) return;
     let settlements: Settlement[];
     try {

@@ -119,3 +119,30 @@ export async function settleLease<T extends JsonValue>(
     else events.emit('settle-error', { lease, op: settlement.kind, error });
   }
 }
+
+/**
+ * Lease ids the producer reported lost (renewal answered `stale_lease`), so a
+ * sink can skip a lease that was lost while it waited: its settle would be
+ * refused anyway. Bounded: the oldest ids are forgotten first.
+ */
+export class LostLeases {
+  readonly #ids = new Set<string>();
+  readonly #max: number;
+
+  constructor(max = 10_000) {
+    this.#max = max;
+  }
+
+  add(leaseId: string): void {
+    this.#ids.add(leaseId);
+    if (this.#ids.size > this.#max) {
+      const oldest = this.#ids.values().next();
+      if (!oldest.done) this.#ids.delete(oldest.value);
+    }
+  }
+
+  /** Whether the lease was reported lost; forgets it either way. */
+  take(leaseId: string): boolean {
+    return this.#ids.delete(leaseId);
+  }
+}

@@ -4,6 +4,7 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import {
+  LostLeases,
   settleLease,
   settlementOf,
   thrownSettlement,
@@ -68,8 +69,11 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #tasks = new Set<Promise<void>>();
   readonly #shutdown = new AbortController();
   #waitingWrite: (() => void) | null = null;
+  readonly #lost = new LostLeases();
   readonly #onLost = (info: LeaseLostInfo<T>): void => {
-    this.#running.get(info.lease.leaseId)?.abort(info.error);
+    const running = this.#running.get(info.lease.leaseId);
+    if (running) running.abort(info.error);
+    else if (this.#queued.has(info.lease.leaseId)) this.#lost.add(info.lease.leaseId);
   };
 
   constructor(options: LeaseSinkOptions<T>) {
@@ -146,7 +150,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   async #run(lease: Lease<T>): Promise<void> {
     if (!this.#queued.delete(lease.leaseId)) return;
     // Lost while queued (renewal answered stale_lease): its settle would be refused anyway.
-    if (!this.#producer.holds(lease.leaseId)) return;
+    if (this.#lost.take(lease.leaseId)) return;
     const controller = new AbortController();
     this.#running.set(lease.leaseId, controller);
     let settlement: Settlement;

@@ -1,0 +1,190 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { describe, expect, it } from 'vitest';
+import type { Lease } from '../../src/core/types.js';
+import { createBatchSink, type BatchContext } from '../../src/sinks/batch-sink.js';
+import type { SettleErrorInfo, SinkLeaseLostInfo } from '../../src/sinks/lease-outcome.js';
+import { createLeaseSink } from '../../src/sinks/lease-sink.js';
+import { backendFactories } from '../support/backends.js';
+import { useStreamsFixture } from './support/fixture.js';
+import { until } from './support/wait.js';
+
+for (const factory of backendFactories) {
+  describe(`lease sink (${factory.name})`, () => {
+    const fx = useStreamsFixture(factory);
+
+    it('settles by outcome: nothing/ack acks, retry nacks, reject dead-letters, a throw nacks with the message', async () => {
+      const { rheo, stream, group, faulty } = fx();
+      await fx().append(5);
+      const producer = fx().producer<{ n: number }>({ maxDemand: 5 });
+      const outcomes = [undefined, 'ack', { retry: 'later', delayMs: 60_000 }, { reject: 'poison' }] as const;
+      let seen = 0;
+      const sink = createLeaseSink<{ n: number }>({
+        producer,
+        concurrency: 3,
+        handle: (lease) => {
+          // All five were claimed by the first fetch: drain now, so nothing nacked here comes back in this run.
+          if (++seen === 1) void producer.drain();
+          if (lease.event.payload.n === 5) throw new Error('exploded');
+          return outcomes[lease.event.payload.n - 1];
+        },
+      });
+      await pipeline(producer, sink);
+      const bySequence = Object.fromEntries(faulty.settles.map((s) => [s.sequence, s.kind]));
+      expect(bySequence).toEqual({ 1: 'ack', 2: 'ack', 3: 'nack', 4: 'reject', 5: 'nack' });
+      const dead = await rheo.deadLetters(stream, group);
+      expect(dead.map((d) => [d.event.sequence, d.reason])).toEqual([[4, 'poison']]);
+      fx().clock.advance(60_000);
+      const retried = await rheo.fetch(stream, group, { limit: 10 });
+      expect(retried.map((l) => [l.event.sequence, l.attempt])).toEqual([
+        [3, 2],
+        [5, 2],
+      ]);
+    });
+
+    it('reports a failed settle as an event and keeps going', async () => {
+      const { faulty } = fx();
+      await fx().append(3);
+      faulty.fail('settle', 'backend_unavailable', { wholeCall: true });
+      const producer = fx().producer({ maxDemand: 1 });
+      const errors: SettleErrorInfo<unknown>[] = [];
+      let handled = 0;
+      const sink = createLeaseSink({
+        producer,
+        handle: () => {
+          if (++handled === 3) void producer.drain();
+        },
+      });
+      sink.on('settle-error', (info) => errors.push(info));
+      await pipeline(producer, sink);
+      expect(handled).toBe(3);
+      expect(errors.map((e) => [e.op, e.error.code, e.lease.event.sequence])).toEqual([['ack', 'backend_unavailable', 1]]);
+      expect(faulty.settles.filter((s) => s.ok).map((s) => s.sequence)).toEqual([2, 3]);
+    });
+
+    it('reports a stale ack as lease-lost', async () => {
+      const { rheo, clock, stream, group } = fx();
+      await fx().append(1);
+      const producer = fx().producer({ maxDemand: 1, leaseMs: 1000 });
+      const lost: SinkLeaseLostInfo<unknown>[] = [];
+      const sink = createLeaseSink({
+        producer,
+        handle: async () => {
+          clock.advance(2000);
+          await rheo.fetch(stream, group, { consumerId: 'thief' });
+          void producer.drain();
+        },
+      });
+      sink.on('lease-lost', (info) => lost.push(info));
+      await pipeline(producer, sink);
+      expect(lost.map((l) => l.error.code)).toEqual(['stale_lease']);
+    });
+
+    it('end waits for in-flight handlers and their settles', async () => {
+      const { faulty } = fx();
+      await fx().append(4);
+      const leases = await fx().rheo.fetch(fx().stream, fx().group, { limit: 4 });
+      const producer = fx().producer();
+      let release: () => void = () => {};
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const sink = createLeaseSink({ producer, concurrency: 4, handle: () => gate });
+      const done = pipeline(Readable.from(leases), sink);
+      await until(() => sink.activeCount === 4, 'four handlers run');
+      release();
+      await done;
+      expect(faulty.settles.filter((s) => s.kind === 'ack' && s.ok)).toHaveLength(4);
+    });
+  });
+
+  describe(`batch sink (${factory.name})`, () => {
+    const fx = useStreamsFixture(factory);
+
+    it('closes batches by size, and the partial batch at the end of the stream', async () => {
+      const { rheo, stream, group } = fx();
+      await fx().append(7);
+      const producer = fx().producer({ maxDemand: 7 });
+      const batches: Array<[number[], BatchContext['reason']]> = [];
+      let seen = 0;
+      const sink = createBatchSink({
+        producer,
+        batchSize: 3,
+        batchTimeoutMs: 60_000,
+        handleBatch: (leases, { reason }) => {
+          batches.push([leases.map((l) => l.event.sequence), reason]);
+          seen += leases.length;
+          if (seen === 6) void producer.drain();
+        },
+      });
+      await pipeline(producer, sink);
+      expect(batches).toEqual([
+        [[1, 2, 3], 'size'],
+        [[4, 5, 6], 'size'],
+        [[7], 'end'],
+      ]);
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
+
+    it('closes a partial batch when batchTimeoutMs passes', async () => {
+      const { timers } = fx();
+      await fx().append(2);
+      const producer = fx().producer({ maxDemand: 5 });
+      const batches: Array<[number, BatchContext['reason']]> = [];
+      const sink = createBatchSink({
+        producer,
+        batchSize: 5,
+        batchTimeoutMs: 500,
+        handleBatch: (leases, { reason }) => {
+          batches.push([leases.length, reason]);
+          void producer.drain();
+        },
+      });
+      const done = pipeline(producer, sink);
+      await until(() => sink.openBatchLength === 2, 'two leases wait in the open batch');
+      expect(batches).toEqual([]);
+      timers.advance(499);
+      expect(batches).toEqual([]);
+      timers.advance(1);
+      await done;
+      expect(batches).toEqual([[2, 'time']]);
+    });
+
+    it('settles per-lease outcomes in one coalesced call, and a throw nacks the whole batch', async () => {
+      const { rheo, stream, group, faulty } = fx();
+      await fx().append(6);
+      const producer = fx().producer({ maxDemand: 6 });
+      let batch = 0;
+      const sink = createBatchSink({
+        producer,
+        batchSize: 3,
+        handleBatch: () => {
+          batch++;
+          // All six were claimed by the first fetch: drain now, so nothing nacked here comes back in this run.
+          void producer.drain();
+          if (batch === 1) return ['ack', { retry: 'again' }, { reject: 'bad' }];
+          throw new Error('warehouse down');
+        },
+      });
+      const batchErrors: unknown[] = [];
+      sink.on('batch-error', (info) => batchErrors.push(info.error));
+      const before = faulty.calls.settle;
+      await pipeline(producer, sink);
+      expect(faulty.calls.settle - before).toBe(2);
+      expect(faulty.settles.map((s) => [s.sequence, s.kind])).toEqual([
+        [1, 'ack'],
+        [2, 'nack'],
+        [3, 'reject'],
+        [4, 'nack'],
+        [5, 'nack'],
+        [6, 'nack'],
+      ]);
+      expect(batchErrors).toHaveLength(1);
+      expect((await rheo.deadLetters(stream, group)).map((d) => d.reason)).toEqual(['bad']);
+    });
+  });
+}
+
+it('lease type parameter flows to handlers', () => {
+  // Compile-time check: handle receives Lease<T>.
+  const check = (lease: Lease<{ n: number }>): number => lease.event.payload.n;
+  expect(typeof check).toBe('function');
+});
