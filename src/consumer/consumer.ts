@@ -42,8 +42,10 @@ export function createConsumer<T extends JsonValue = JsonValue>(
  *
  * Events (typed, and published on `node:diagnostics_channel` as `rheo:<name>`):
  * `lease`, `ack`, `retry`, `dead-letter`, `lease-lost`, `settle-error`,
- * `fetch-error`, `handler-error`, `drain`. None is `'error'`: a failure of a
- * fetch, a settle or a handler never stops the consumer.
+ * `fetch-error`, `handler-error`, `drain`. The producer publishes the
+ * lease-level ones, the consumer `handler-error` and `drain`, so each
+ * happening is published once. None is `'error'`: a failure of a fetch, a
+ * settle or a handler never stops the consumer.
  */
 export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<RheoEventMap> {
   readonly stream: string;
@@ -101,7 +103,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     this.#timers = this.#producer.timers;
     this.#gate = new LeaseGate<T>({
       orderKey: o.orderKey,
-      onArrive: (lease) => report(this, 'lease', leaseInfo(lease)),
+      onArrive: (lease) => this.emit('lease', leaseInfo(lease)),
       onLateLease: (lease) => this.#track(this.#release([lease])),
     });
     this.#sink = createLeaseSink<T>({
@@ -268,14 +270,14 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     const base = { stream: this.stream, group: this.group, consumerId: this.consumerId };
     this.#producer.on('lease-lost', ({ lease, error }) => {
       this.#counters.lost++;
-      report(this, 'lease-lost', { ...leaseInfo(lease), error });
+      this.emit('lease-lost', { ...leaseInfo(lease), error });
       this.#gate.forget(lease.leaseId);
       this.#runs.get(lease.leaseId)?.interrupt({ kind: 'lost', error });
     });
     this.#producer.on('fetch-error', ({ error, failures, retryInMs }) => {
       this.#counters.fetchErrors++;
       this.#backoffMs = retryInMs;
-      report(this, 'fetch-error', { ...base, error, failures, backoffMs: retryInMs });
+      this.emit('fetch-error', { ...base, error, failures, backoffMs: retryInMs });
     });
   }
 

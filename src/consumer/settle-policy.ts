@@ -1,6 +1,6 @@
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
-import { report, type EventSink } from '../observability/diagnostics.js';
+import type { EventSink } from '../observability/diagnostics.js';
 import { leaseInfo } from '../observability/lease-events.js';
 import type { RheoProducer } from '../producer/rheo-producer.js';
 import type { RunResult } from './handler-run.js';
@@ -29,7 +29,8 @@ const OUTCOME_UNKNOWN = new Set(['ambiguous', 'backend_unavailable']);
 /**
  * Carries out what a handler run decided, through the producer (settle and
  * confirm in one step, coalesced). Never rejects: every failure becomes an
- * event and a counter.
+ * event and a counter. Events go to `events` only: the producer already
+ * publishes the same ones on the `rheo:*` diagnostics channels.
  *
  * - `ack` that fails definitely (the backend answered and nothing changed,
  *   e.g. `internal`) nacks, so the event is retried now rather than after
@@ -47,47 +48,47 @@ export async function carryOut<T extends JsonValue>(
 ): Promise<void> {
   const info = leaseInfo(lease);
   if (result.kind === 'lost') return; // reported when the loss was noticed
-  const failed = (op: 'ack' | 'nack' | 'reject' | 'release', error: RheoError, leftToExpire: boolean): void => {
+  const failed = (op: 'ack' | 'nack' | 'reject' | 'release', error: RheoError): void => {
     if (error.code === 'stale_lease') {
       counters.lost++;
-      report(events, 'lease-lost', { ...info, error });
+      events.emit('lease-lost', { ...info, error });
       return;
     }
     counters.settleErrors++;
-    report(events, 'settle-error', { ...info, op, error, leftToExpire });
+    events.emit('settle-error', { ...info, op, error });
   };
   switch (result.kind) {
     case 'ack': {
       const error = await attempt(() => producer.ack(lease));
       if (!error) {
         counters.acked++;
-        report(events, 'ack', info);
+        events.emit('ack', info);
         return;
       }
       const unknown = OUTCOME_UNKNOWN.has(error.code);
-      failed('ack', error, unknown);
+      failed('ack', error);
       if (unknown || error.code === 'stale_lease') return;
       const reason = `ack failed (${error.code}): ${error.message}`;
       const nackError = await attempt(() => producer.nack(lease, reason, { delayMs: 0 }));
-      if (nackError) failed('nack', nackError, true);
+      if (nackError) failed('nack', nackError);
       else {
         counters.retried++;
-        report(events, 'retry', { ...info, reason, delayMs: 0 });
+        events.emit('retry', { ...info, reason, delayMs: 0 });
       }
       return;
     }
     case 'nack': {
       const error = await attempt(() => producer.nack(lease, result.reason, { delayMs: result.delayMs }));
-      if (error) return failed('nack', error, true);
+      if (error) return failed('nack', error);
       counters.retried++;
-      report(events, 'retry', { ...info, reason: result.reason, delayMs: result.delayMs });
+      events.emit('retry', { ...info, reason: result.reason, delayMs: result.delayMs });
       return;
     }
     case 'reject': {
       const error = await attempt(() => producer.reject(lease, result.reason));
-      if (error) return failed('reject', error, true);
+      if (error) return failed('reject', error);
       counters.deadLettered++;
-      report(events, 'dead-letter', { ...info, reason: result.reason });
+      events.emit('dead-letter', { ...info, reason: result.reason });
       return;
     }
   }
@@ -107,10 +108,10 @@ export async function releaseUnstarted<T extends JsonValue>(
       const info = leaseInfo(lease);
       if (error.code === 'stale_lease') {
         counters.lost++;
-        report(events, 'lease-lost', { ...info, error });
+        events.emit('lease-lost', { ...info, error });
       } else {
         counters.settleErrors++;
-        report(events, 'settle-error', { ...info, op: 'release', error, leftToExpire: true });
+        events.emit('settle-error', { ...info, op: 'release', error });
       }
     }),
   );

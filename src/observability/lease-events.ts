@@ -41,11 +41,15 @@ export interface LeaseLostEvent extends LeaseEventInfo {
   readonly error: RheoError;
 }
 
-/** A settle failed. `leftToExpire` is true when the outcome is unknown and nothing more will be tried. */
+/**
+ * A settle failed for another reason than `stale_lease` (that is
+ * `lease-lost`). Unless a `retry` event for the same delivery follows (a
+ * consumer nacks after a definite ack failure), the lease is left to expire
+ * and is redelivered then.
+ */
 export interface SettleErrorEvent extends LeaseEventInfo {
   readonly op: 'ack' | 'nack' | 'reject' | 'release';
   readonly error: RheoError;
-  readonly leftToExpire: boolean;
 }
 
 /** A fetch failed; the next one waits `backoffMs`. */

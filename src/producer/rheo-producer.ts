@@ -8,6 +8,7 @@ import { InflightTracker } from './inflight-tracker.js';
 import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from './timers.js';
+import { producerDiagnostics } from '../observability/producer-diagnostics.js';
 
 type Listener<A extends unknown[]> = (...args: A) => void;
 
@@ -99,6 +100,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       random: this.#random,
       renewMany: (leases) => source.renewMany(leases, { leaseMs: this.leaseMs }),
       onLost: (lease, error) => {
+        producerDiagnostics.lost(lease, error);
         this.emit('lease-lost', { lease, error });
         this.#freed();
       },
@@ -218,6 +220,10 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.#tracker.markSettling(leaseId);
     try {
       await this.#batcher.settle(op);
+      producerDiagnostics.settled(op, null);
+    } catch (error) {
+      producerDiagnostics.settled(op, error);
+      throw error;
     } finally {
       // A fenced or expired lease must not be renewed either: confirm regardless.
       this.confirm(leaseId);
@@ -255,7 +261,9 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         if (this.destroyed || this.#draining) return;
         this.#fetchFailures++;
         const retryInMs = backoffDelay(this.#fetchFailures, this.#backoff, this.#random);
-        this.emit('fetch-error', { error: asRheoError(error, 'fetch'), failures: this.#fetchFailures, retryInMs });
+        const info = { error: asRheoError(error, 'fetch'), failures: this.#fetchFailures, retryInMs };
+        producerDiagnostics.fetchFailed(this, info);
+        this.emit('fetch-error', info);
         await sleep(this.timers, retryInMs, this.#stop.signal);
         continue;
       }
@@ -270,6 +278,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         continue;
       }
       for (const lease of leases) this.#tracker.add(lease);
+      producerDiagnostics.fetched(leases);
       this.emit('fetched', { count: leases.length, inflight: this.#tracker.size });
       let more = true;
       for (const lease of leases) more = this.push(lease);

@@ -35,7 +35,7 @@ for (const factory of backendFactories) {
         faulty.fail('settle', code, { kinds: ['ack'] });
         const consumer = consume({ leaseMs, handler: () => 'ack' });
         const failure = await nextEvent(consumer, 'settle-error');
-        expect(failure).toMatchObject({ op: 'ack', leftToExpire: true, sequence: 1 });
+        expect(failure).toMatchObject({ op: 'ack', sequence: 1 });
         expect(failure.error.code).toBe(code);
         await consumer.stop();
         expect(faulty.settlesOf(0, 1).map((s) => s.kind)).toEqual(['ack']); // no nack after it

@@ -71,9 +71,28 @@ for (const factory of backendFactories) {
       const consumer = consume({ handler: () => 'ack' });
       const emitted = await nextEvent(consumer, 'fetch-error');
       const published = seen.find((s) => s.channel === 'rheo:fetch-error')!.message;
-      expect(published).toBe(emitted);
+      expect(published).toEqual(emitted);
       expect(emitted).toMatchObject({ failures: 1, consumerId: consumer.consumerId });
       expect(emitted.backoffMs).toBeGreaterThan(0);
+    });
+
+    it('a standalone RheoProducer publishes the same lease-level events', async () => {
+      const { rheo, stream, group } = fx();
+      const seen = subscribeAll();
+      await rheo.appendBatch(stream, [{ payload: 1 }, { payload: 2 }]);
+      const producer = rheo.producer({ stream, group, consumerId: 'pipeline' });
+      const leases = [];
+      for await (const lease of producer) {
+        leases.push(lease);
+        if (leases.length === 2) break;
+      }
+      await producer.ack(leases[0]!).catch(() => undefined);
+      await producer.reject(leases[1]!, 'no').catch(() => undefined);
+      await producer.close();
+      const channels = seen.map((s) => s.channel);
+      expect(channels.filter((c) => c === 'rheo:lease')).toHaveLength(2);
+      expect(channels).toContain('rheo:dead-letter');
+      expect(seen.every((s) => s.message.consumerId === 'pipeline')).toBe(true);
     });
 
     it('stats() reports gauges and counters', async () => {
