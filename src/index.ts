@@ -7,6 +7,8 @@ export type { Clock } from './core/clock.js';
 export { murmur2, partitionForKey } from './core/partitioner.js';
 export { uuidv7 } from './core/ids.js';
 export { memoryBackend } from './backends/memory/memory-backend.js';
+export { postgresBackend } from './backends/postgres/postgres-backend.js';
+export type { PostgresBackendConfig, PostgresBackendOptions, PostgresConnection } from './backends/postgres/postgres-backend.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js';
 export type * from './core/types.js';
 export type * from './core/backend.js';
