@@ -278,6 +278,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
       this.#counters.fetchErrors++;
       this.#backoffMs = retryInMs;
       this.emit('fetch-error', { ...base, error, failures, backoffMs: retryInMs });
+      // rheo itself was closed: no fetch can succeed again, so wind down instead of backing off forever.
+      if (error.code === 'closed') void this.stop().catch(() => undefined);
     });
   }
 

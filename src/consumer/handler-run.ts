@@ -69,11 +69,16 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
       const timer =
         timeoutMs === null
           ? null
-          : timers.schedule(timeoutMs, () => {
-              const settlement = timeoutSettlement(timeoutMs);
-              if (settlement.kind === 'nack') this.#controller.abort(settlement.failure?.error);
-              finish(settlement);
-            });
+          : timers.schedule(
+              timeoutMs,
+              () => {
+                const settlement = timeoutSettlement(timeoutMs);
+                if (settlement.kind === 'nack') this.#controller.abort(settlement.failure?.error);
+                finish(settlement);
+              },
+              // The handler's own work keeps the process alive; its timeout alone must not.
+              { keepAlive: false },
+            );
       this.#running = true;
       gauge.started();
       const context = { lease: this.lease, attempt: this.lease.attempt, signal: this.#controller.signal };

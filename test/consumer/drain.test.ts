@@ -93,5 +93,13 @@ for (const factory of backendFactories) {
       await never.done;
       expect(never.stats()).toMatchObject({ state: 'stopped', handled: 0 });
     });
+
+    it('stops by itself when rheo is closed under it', async () => {
+      const { rheo, consume } = fx();
+      const consumer = consume({ handler: () => 'ack' });
+      await rheo.close();
+      await consumer.done;
+      expect(consumer.state).toBe('stopped');
+    });
   });
 }
