@@ -19,13 +19,6 @@ export function createBatchTransform<C = unknown>(options: BatchTransformOptions
   return new BatchTransform<C>(options);
 }
 
-/** Typed iteration over the batches. */
-export interface BatchTransform<C = unknown> {
-  [Symbol.asyncIterator](): AsyncIterableIterator<C[]>;
-}
-
-// Declaration merging adds typed overloads; the interface declares no fields.
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export class BatchTransform<C = unknown> extends Transform {
   readonly #collector: BatchCollector<C>;
 

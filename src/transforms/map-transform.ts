@@ -47,7 +47,6 @@ export interface MapTransform<T extends JsonValue, R> {
   on<E extends keyof SettlingStreamEvents<T>>(event: E, listener: (...args: SettlingStreamEvents<T>[E]) => void): this;
   on(event: 'data', listener: (mapped: Mapped<T, R>) => void): this;
   on(event: string | symbol, listener: (...args: unknown[]) => void): this;
-  [Symbol.asyncIterator](): AsyncIterableIterator<Mapped<T, R>>;
 }
 
 // Declaration merging adds typed event overloads; the interface declares no fields.

@@ -67,7 +67,6 @@ export interface WindowTransform<T extends JsonValue, A, R> {
   on<E extends keyof WindowTransformEvents<T>>(event: E, listener: (...args: WindowTransformEvents<T>[E]) => void): this;
   on(event: 'data', listener: (output: R) => void): this;
   on(event: string | symbol, listener: (...args: unknown[]) => void): this;
-  [Symbol.asyncIterator](): AsyncIterableIterator<R>;
 }
 
 // Declaration merging adds typed event overloads; the interface declares no fields.
