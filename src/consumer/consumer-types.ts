@@ -42,7 +42,10 @@ export type ConsumerHandler<T = JsonValue> = (
 
 /**
  * At most one handler in flight per ordering key: `'key'` (the event key;
- * events without a key are not ordered), `'partition'`, or a function of the lease.
+ * events without a key are not ordered), `'partition'`, or a function of the
+ * lease. Leases of one key start in the order they were fetched (sequence
+ * order within a partition); a retried lease comes back later, behind the
+ * ones that followed it.
  */
 export type OrderBy<T = JsonValue> = 'key' | 'partition' | ((lease: Lease<T>) => string);
 
@@ -66,7 +69,12 @@ export interface ConsumeOptions<T = JsonValue> {
   consumerId?: string;
   /** Consume only these partitions. */
   partitions?: number[];
-  /** Abort the handler's signal and nack with a timeout reason after this long. Default: no timeout. */
+  /**
+   * Abort the handler's signal and nack with a timeout reason after this long.
+   * Default: no timeout. JavaScript cannot kill a function: a handler that
+   * ignores its signal keeps running after its lease was nacked (it shows in
+   * `stats().inflight`), while its concurrency slot goes to the next lease.
+   */
   handlerTimeoutMs?: number;
   /** Per-key ordering; default: none (any lease may run next to any other). */
   orderBy?: OrderBy<T>;
