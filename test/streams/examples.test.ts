@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { createRheo, type Rheo } from '../../src/rheo.js';
+import { run as runBroadway } from '../../examples/broadway-pipeline.js';
+import { run as runFailureMapping } from '../../examples/failure-mapping.js';
+import { run as runFlowStages } from '../../examples/flow-stages.js';
+import { run as runPlainConsumer } from '../../examples/plain-consumer.js';
+import { examples } from '../../examples/registry.js';
+import { backendFactories } from '../support/backends.js';
+
+for (const factory of backendFactories) {
+  describe(`examples (${factory.name})`, () => {
+    async function withRheo<R>(body: (rheo: Rheo) => Promise<R>): Promise<R> {
+      // Real time here: the examples run as users run them (pollMs 50, real timers).
+      const rheo = createRheo({ backend: await factory.make(), defaults: { pollMs: 50 } });
+      return body(rheo);
+    }
+    const lines: string[] = [];
+    const log = (line: string): void => {
+      lines.push(line);
+    };
+
+    it('plain consumer: four leases, acked and confirmed', async () => {
+      const result = await withRheo((rheo) => runPlainConsumer(rheo, log));
+      expect(result.received).toBe(4);
+      expect(result.tickNumbers).toHaveLength(4);
+      expect(result.inflightBeforeConfirm).toBe(4);
+      expect(result.inflightAfterConfirm).toBe(0);
+    });
+
+    it('flow stages: map in order, reduce every 3 emits 3, window every 2 over 4 emits [2, 2]', async () => {
+      const result = await withRheo((rheo) => runFlowStages(rheo, log));
+      expect(result.mapped.map(([n]) => n)).toEqual([1, 2, 3, 4]);
+      expect(result.reduceBatchSize).toBe(3);
+      expect(result.windowBatches).toEqual([2, 2]);
+    });
+
+    it('broadway pipeline: every event processed once, frontiers at the high watermarks, lag zero', async () => {
+      const result = await withRheo((rheo) => runBroadway(rheo, log));
+      expect(result.processed).toBe(12);
+      expect(result.batchSizes.reduce((a, b) => a + b, 0)).toBe(12);
+      expect(Math.max(...result.batchSizes)).toBeLessThanOrEqual(5);
+      expect(result.frontiers[0]! + result.frontiers[1]!).toBe(12);
+      expect(result.lag).toBe(0);
+      expect(result.sample.every((row) => row.attempt === 1)).toBe(true);
+    });
+
+    it('failure mapping: retry then succeed, throw then succeed, reject to dead letters', async () => {
+      const result = await withRheo((rheo) => runFailureMapping(rheo, log));
+      expect(result.attempts).toEqual({ ok: 1, flaky: 2, crashy: 2, poison: 1 });
+      expect(result.deadLetters).toEqual([{ job: 'poison', reason: 'payload cannot be parsed' }]);
+      expect(result.lag).toBe(0);
+      expect(result.batch).toEqual({ deadLetters: ['c'], retriedThenAcked: 1, lag: 0 });
+    });
+
+    it('the runner knows every example', () => {
+      expect(examples.map((e) => e.name)).toEqual(['plain-consumer', 'flow-stages', 'broadway-pipeline', 'failure-mapping']);
+    });
+  });
+}
