@@ -83,7 +83,11 @@ CREATE TABLE :schema.deliveries (
   PRIMARY KEY (group_id, partition, sequence)
 );
 -- Claimable open deliveries (visible_at <= now) without walking live leases.
-CREATE INDEX deliveries_visible_idx ON :schema.deliveries (group_id, partition, visible_at);
+-- Deliberately not (group_id, partition, ...): sharing the primary key's
+-- prefix let the planner probe this index with a filter on sequence for
+-- fenced settles (O(open rows) per lease, 70 ms per 500-lease ack) instead of
+-- the primary key's exact match.
+CREATE INDEX deliveries_visible_idx ON :schema.deliveries (group_id, visible_at);
 
 CREATE TABLE :schema.dead_letters (
   id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

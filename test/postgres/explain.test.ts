@@ -1,0 +1,125 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { claimSql } from '../../src/backends/postgres/sql/claim.js';
+import { renewSql, settleSql } from '../../src/backends/postgres/sql/settle.js';
+import { ManualClock } from '../../src/core/clock.js';
+import type { Lease } from '../../src/core/types.js';
+import { createRheo, type Rheo } from '../../src/rheo.js';
+import { makeTestBackend, sharedPool } from '../support/postgres.js';
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Index Cond'?: string;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+/** Plan nodes that read `relation`, as "Node Type/Index Name". */
+function accesses(plan: PlanNode, relation: string): string[] {
+  return nodes(plan)
+    .filter((n) => n['Relation Name'] === relation)
+    .map((n) => `${n['Node Type']}/${n['Index Name'] ?? ''}`);
+}
+
+/**
+ * The hot statements' plans, both as rheo sends them (unnamed: planned with
+ * the actual values every time) and as a generic plan (what a named prepared
+ * statement would get after five executions; DESIGN.md §3 records a generic
+ * claim plan collapsing to 40 tps). Over a realistic table state: thousands of
+ * events, hundreds of live leases, statistics gathered.
+ */
+describe('postgres hot statement plans', () => {
+  let rheo: Rheo;
+  let schema: string;
+  let leases: Lease[];
+  let client: pg.PoolClient;
+
+  beforeAll(async () => {
+    const clock = new ManualClock();
+    const backend = await makeTestBackend(clock);
+    schema = `"${backend.schema}"`;
+    rheo = createRheo({ backend, clock });
+    await rheo.createStream('s', { partitions: 2 });
+    await rheo.createGroup('s', 'g');
+    for (let i = 0; i < 20_000; i += 5000) {
+      await rheo.appendBatch('s', Array.from({ length: 5000 }, (_, j) => ({ payload: { n: i + j }, key: `k${j}` })));
+    }
+    for (let i = 0; i < 5; i++) await rheo.ackMany(await rheo.fetch('s', 'g', { limit: 1000 }));
+    leases = await rheo.fetch('s', 'g', { limit: 400 });
+    client = await sharedPool().connect();
+    await client.query(`ANALYZE ${schema}.events, ${schema}.deliveries, ${schema}.group_cursors`);
+  });
+
+  afterAll(async () => {
+    await client.query('RESET plan_cache_mode');
+    client.release();
+  });
+
+  const claimParams = () => [1, 1, [0, 1], 500, null, 30_000, 'c', Array.from({ length: 500 }, (_, i) => `x${i}`), 5];
+  const settleParams = () => [
+    leases.map(() => 1),
+    leases.map((l) => l.event.partition),
+    leases.map((l) => l.event.sequence),
+    leases.map((l) => l.leaseId),
+    leases.map(() => 'ack'),
+    leases.map(() => null),
+    leases.map(() => 0),
+    leases.map(() => 5),
+    null,
+  ];
+  const renewParams = () => [
+    leases.map(() => 1),
+    leases.map((l) => l.event.partition),
+    leases.map((l) => l.event.sequence),
+    leases.map((l) => l.leaseId),
+    30_000,
+    null,
+  ];
+
+  async function plans(name: string, text: string, params: unknown[]): Promise<{ custom: PlanNode; generic: PlanNode }> {
+    const custom = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    await client.query(`PREPARE ${name} AS ${text}`);
+    const placeholders = params.map((_, i) => `$${i + 1}`).join(', ');
+    const generic = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+      `EXPLAIN (FORMAT JSON) EXECUTE ${name}(${placeholders})`,
+      params,
+    );
+    await client.query(`DEALLOCATE ${name}`);
+    await client.query('RESET plan_cache_mode');
+    return { custom: custom.rows[0]!['QUERY PLAN'][0]!.Plan, generic: generic.rows[0]!['QUERY PLAN'][0]!.Plan };
+  }
+
+  it('claim reads the log and the deliveries only through indexes', async () => {
+    const { custom, generic } = await plans('rheo_claim', claimSql(schema), claimParams());
+    for (const plan of [custom, generic]) {
+      const events = accesses(plan, 'events');
+      expect(events.length).toBeGreaterThan(0);
+      expect(events.every((a) => a.includes('events_pkey'))).toBe(true);
+      expect(accesses(plan, 'deliveries').some((a) => a.startsWith('Seq Scan'))).toBe(false);
+      expect(accesses(plan, 'group_cursors').every((a) => a.includes('group_cursors_pkey'))).toBe(true);
+    }
+  });
+
+  it('settle and renew probe the deliveries primary key once per lease', async () => {
+    for (const [name, text, params] of [
+      ['rheo_settle', settleSql(schema), settleParams()],
+      ['rheo_renew', renewSql(schema), renewParams()],
+    ] as const) {
+      const { custom, generic } = await plans(name, text, params);
+      for (const plan of [custom, generic]) {
+        const probes = nodes(plan).filter((n) => n['Relation Name'] === 'deliveries' && n['Node Type'].includes('Scan'));
+        expect(probes.length).toBeGreaterThan(0);
+        for (const probe of probes) {
+          expect(probe['Index Name']).toBe('deliveries_pkey');
+          expect(probe['Index Cond']).toContain('sequence =');
+        }
+      }
+    }
+  });
+});
