@@ -175,3 +175,10 @@ export interface DeadLetterOptions {
 export interface RedriveOptions {
   eventIds?: string[];
 }
+
+/** One settle of a mixed batch (`rheo.settleMany`). */
+export type SettleRequest =
+  | { kind: 'ack'; lease: Lease<unknown> }
+  | { kind: 'nack'; lease: Lease<unknown>; reason?: string | null; delayMs?: number }
+  | { kind: 'reject'; lease: Lease<unknown>; reason?: string | null }
+  | { kind: 'release'; lease: Lease<unknown> };

@@ -1,0 +1,269 @@
+import type {
+  GroupStart,
+  LeaseRef,
+  NormalizedQuery,
+  NormalizedReplay,
+  PreparedAppend,
+  SettleOp,
+} from './backend.js';
+import type { Clock } from './clock.js';
+import { invalidArgument } from './errors.js';
+import { decodeQueryCursor } from './query-cursor.js';
+import type { AppendInput, JsonObject, JsonValue, Lease, QueryOptions, RheoEvent, SettleRequest } from './types.js';
+import {
+  assertDate,
+  assertInteger,
+  assertJson,
+  assertJsonObject,
+  assertName,
+  assertPlainObject,
+  assertString,
+  describe,
+  frozenJsonCopy,
+  optionalInteger,
+} from './validation.js';
+
+/*
+ * Argument normalisation for the facade: every public call's input is checked
+ * and turned into the plain values the backend contract expects, so a call that
+ * fails here reaches no backend and writes nothing.
+ */
+
+export const MAX_LIMIT = 10_000;
+export const MAX_PARTITIONS = 4096;
+export const MAX_LEASE_MS = 7 * 24 * 3600_000;
+const EMPTY_METADATA: JsonObject = Object.freeze({});
+
+/** Validates one append input into what the backend stores; payload and metadata become frozen copies. */
+export function prepareAppend(clock: Clock, input: AppendInput<unknown>, what: string): PreparedAppend {
+  assertPlainObject(what, input);
+  if (!('payload' in input) || input.payload === undefined) {
+    throw invalidArgument(`${what}.payload is required and must be JSON (undefined is not JSON)`);
+  }
+  const payload = frozenJsonCopy(`${what}.payload`, input.payload);
+  let type = 'event';
+  if (input.type !== undefined) {
+    assertString(`${what}.type`, input.type);
+    type = input.type;
+  }
+  let key: string | null = null;
+  if (input.key !== undefined && input.key !== null) {
+    assertString(`${what}.key`, input.key, { min: 0, max: 1024 });
+    assertJson(`${what}.key`, input.key);
+    key = input.key;
+  }
+  let metadata: JsonObject = EMPTY_METADATA;
+  if (input.metadata !== undefined) {
+    assertPlainObject(`${what}.metadata`, input.metadata);
+    metadata = frozenJsonCopy(`${what}.metadata`, input.metadata) as JsonObject;
+  }
+  let id: string | null = null;
+  if (input.id !== undefined) {
+    assertString(`${what}.id`, input.id);
+    assertJson(`${what}.id`, input.id);
+    id = input.id;
+  }
+  let partition: number | null = null;
+  if (input.partition !== undefined) {
+    assertInteger(`${what}.partition`, input.partition, { max: MAX_PARTITIONS });
+    partition = input.partition;
+  }
+  let timestamp: Date;
+  if (input.timestamp !== undefined) {
+    assertDate(`${what}.timestamp`, input.timestamp);
+    timestamp = new Date(input.timestamp.getTime());
+  } else {
+    timestamp = new Date(clock.now());
+  }
+  return { id, type, key, payload, metadata, partition, timestamp };
+}
+
+export function assertOptions(what: string, options: unknown): void {
+  if (options !== undefined) assertPlainObject(what, options);
+}
+
+export function leaseRef(lease: Lease<unknown>, what: string): LeaseRef {
+  if (lease === null || typeof lease !== 'object') throw invalidArgument(`${what} expects a lease, got ${describe(lease)}`);
+  const event = lease.event as Partial<RheoEvent<unknown>> | undefined;
+  if (
+    typeof lease.leaseId !== 'string' ||
+    lease.leaseId.length === 0 ||
+    typeof lease.stream !== 'string' ||
+    typeof lease.group !== 'string' ||
+    event === null ||
+    typeof event !== 'object' ||
+    !Number.isSafeInteger(event.partition) ||
+    !Number.isSafeInteger(event.sequence)
+  ) {
+    throw invalidArgument(`${what} expects a lease returned by fetch (leaseId, stream, group, event.partition, event.sequence)`);
+  }
+  assertName('stream', lease.stream);
+  assertName('group', lease.group);
+  assertString('leaseId', lease.leaseId, { min: 1, max: 200 });
+  return {
+    stream: lease.stream,
+    group: lease.group,
+    partition: event.partition as number,
+    sequence: event.sequence as number,
+    leaseId: lease.leaseId,
+  };
+}
+
+export function normalizeReason(reason: unknown): string | null {
+  if (reason === undefined || reason === null) return null;
+  if (typeof reason === 'string') return reason.slice(0, 4000).replaceAll('\u0000', '').toWellFormed();
+  if (reason instanceof Error) return normalizeReason(reason.message || reason.name);
+  throw invalidArgument(`reason must be a string, got ${describe(reason)}`);
+}
+
+/** Validates one settle request into the backend's fenced op. */
+export function settleOp(request: SettleRequest, what: string): SettleOp {
+  if (request === null || typeof request !== 'object') throw invalidArgument(`${what} expects a settle request, got ${describe(request)}`);
+  const ref = leaseRef(request.lease, what);
+  switch (request.kind) {
+    case 'ack':
+      return { ...ref, kind: 'ack' };
+    case 'release':
+      return { ...ref, kind: 'release' };
+    case 'reject':
+      return { ...ref, kind: 'reject', reason: normalizeReason(request.reason) };
+    case 'nack': {
+      const delayMs = optionalInteger('delayMs', request.delayMs, 0, { max: MAX_LEASE_MS });
+      return { ...ref, kind: 'nack', reason: normalizeReason(request.reason), delayMs };
+    }
+    default:
+      throw invalidArgument(
+        `${what}: kind must be ack, nack, reject or release, got ${describe((request as { kind?: unknown }).kind)}`,
+      );
+  }
+}
+
+export function normalizePartitions(partitions: unknown): number[] | null {
+  if (partitions === undefined) return null;
+  if (!Array.isArray(partitions) || partitions.length === 0) {
+    throw invalidArgument(`partitions must be a non-empty array of partition numbers, got ${describe(partitions)}`);
+  }
+  for (const p of partitions) assertInteger('partitions[]', p, { max: MAX_PARTITIONS });
+  return [...new Set(partitions as number[])].sort((a, b) => a - b);
+}
+
+export function normalizeStart(startAfter: unknown, startAt: unknown): GroupStart {
+  if (startAfter !== undefined && startAt !== undefined) {
+    throw invalidArgument('give either startAfter or startAt, not both');
+  }
+  if (startAt !== undefined) {
+    assertDate('startAt', startAt);
+    return { kind: 'at', at: new Date(startAt.getTime()) };
+  }
+  if (startAfter === undefined) return { kind: 'after', after: 0, perPartition: {} };
+  if (typeof startAfter === 'number') {
+    assertInteger('startAfter', startAfter);
+    return { kind: 'after', after: startAfter, perPartition: {} };
+  }
+  assertPlainObject('startAfter', startAfter);
+  const perPartition: Record<number, number> = {};
+  for (const [k, v] of Object.entries(startAfter)) {
+    const p = Number(k);
+    assertInteger(`startAfter partition key ${JSON.stringify(k)}`, /^\d+$/.test(k) ? p : NaN, { max: MAX_PARTITIONS });
+    assertInteger(`startAfter[${k}]`, v);
+    perPartition[p] = v;
+  }
+  return { kind: 'after', after: 0, perPartition };
+}
+
+export function normalizeEventIds(ids: unknown): string[] {
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_LIMIT) {
+    throw invalidArgument(`eventIds must be a non-empty array of at most ${MAX_LIMIT} ids, got ${describe(ids)}`);
+  }
+  for (const id of ids) assertString('eventIds[]', id);
+  return [...new Set(ids as string[])];
+}
+
+export function normalizeReplay(spec: unknown): NormalizedReplay {
+  assertPlainObject('replay spec', spec);
+  const keys = Object.keys(spec).filter((k) => spec[k] !== undefined);
+  if (keys.length !== 1) {
+    throw invalidArgument('replay spec must have exactly one of fromSequence, from, eventIds');
+  }
+  if ('fromSequence' in spec && spec.fromSequence !== undefined) {
+    assertInteger('fromSequence', spec.fromSequence, { min: 1 });
+    return { kind: 'fromSequence', fromSequence: spec.fromSequence };
+  }
+  if ('from' in spec && spec.from !== undefined) {
+    assertDate('from', spec.from);
+    return { kind: 'from', from: new Date(spec.from.getTime()) };
+  }
+  if ('eventIds' in spec && spec.eventIds !== undefined) {
+    return { kind: 'eventIds', eventIds: normalizeEventIds(spec.eventIds) };
+  }
+  throw invalidArgument('replay spec must have exactly one of fromSequence, from, eventIds');
+}
+
+export function normalizeQuery(stream: string, o: QueryOptions): NormalizedQuery {
+  let types: string[] | null = null;
+  if (o.type !== undefined) {
+    const list = Array.isArray(o.type) ? o.type : [o.type];
+    if (list.length === 0) throw invalidArgument('query type must be a string or a non-empty array of strings');
+    for (const t of list) assertString('query type', t);
+    types = [...new Set(list)];
+  }
+  let key: string | null = null;
+  if (o.key !== undefined) {
+    assertString('query key', o.key, { min: 0, max: 1024 });
+    key = o.key;
+  }
+  let wherePayload: JsonValue | undefined;
+  let whereMetadata: NormalizedQuery['whereMetadata'];
+  if (o.where !== undefined) {
+    assertPlainObject('query where', o.where);
+    for (const k of Object.keys(o.where)) {
+      if (k !== 'payload' && k !== 'metadata') {
+        throw invalidArgument(`query where accepts payload and metadata, got ${JSON.stringify(k)}`);
+      }
+    }
+    if (o.where.payload !== undefined) {
+      assertJson('query where.payload', o.where.payload);
+      wherePayload = o.where.payload;
+    }
+    if (o.where.metadata !== undefined) {
+      assertJsonObject('query where.metadata', o.where.metadata);
+      whereMetadata = o.where.metadata;
+    }
+  }
+  let from: Date | null = null;
+  let to: Date | null = null;
+  if (o.from !== undefined) {
+    assertDate('query from', o.from);
+    from = o.from;
+  }
+  if (o.to !== undefined) {
+    assertDate('query to', o.to);
+    to = o.to;
+  }
+  const afterSequence = o.afterSequence === undefined ? null : optionalInteger('afterSequence', o.afterSequence, 0);
+  const untilSequence = o.untilSequence === undefined ? null : optionalInteger('untilSequence', o.untilSequence, 0);
+  const partition = o.partition === undefined ? null : optionalInteger('partition', o.partition, 0, { max: MAX_PARTITIONS });
+  if (o.order !== undefined && o.order !== 'asc' && o.order !== 'desc') {
+    throw invalidArgument(`query order must be 'asc' or 'desc', got ${describe(o.order)}`);
+  }
+  const limit = optionalInteger('limit', o.limit, 100, { min: 1, max: 1000 });
+  let cursor = null;
+  if (o.cursor !== undefined && o.cursor !== null) {
+    assertString('query cursor', o.cursor, { min: 1, max: 500 });
+    cursor = decodeQueryCursor(stream, o.cursor);
+  }
+  return {
+    types,
+    key,
+    wherePayload,
+    whereMetadata,
+    from,
+    to,
+    afterSequence,
+    untilSequence,
+    partition,
+    order: o.order ?? 'asc',
+    limit,
+    cursor,
+  };
+}
