@@ -172,6 +172,12 @@ SELECT ($8::text[])[p.k] AS lease_id, p.attempt + 1 AS attempt,
        ${ms(`(SELECT now FROM clock) + $6::float8 * interval '1 millisecond'`)} AS expires_at_ms,
        ${eventColumns('e')}
 FROM picked p
-JOIN ${s}.events e ON e.stream_id = $2 AND e.partition = p.partition AND e.sequence = p.sequence
+CROSS JOIN LATERAL (
+  -- One events PK probe per lease; as a plain join the planner hash-joined a
+  -- sequential scan of the whole log while the log was small.
+  SELECT * FROM ${s}.events e
+  WHERE e.stream_id = $2 AND e.partition = p.partition AND e.sequence = p.sequence
+  LIMIT 1
+) e
 ORDER BY p.k`;
 }
