@@ -17,6 +17,12 @@ export interface ProducerOptions {
    * Default: `rheo.defaults.maxDemand`.
    */
   maxDemand?: number;
+  /**
+   * Fetch only once at least this many slots are free, so that demand is
+   * refilled in chunks (GenStage's `min_demand` idea: fewer, larger claims).
+   * Default: a quarter of `maxDemand`, at least 1.
+   */
+  minDemand?: number;
   /** Lease length per claim and per renewal. Default: `rheo.defaults.leaseMs`. */
   leaseMs?: number;
   /** Wait after an empty fetch (cut short when the backend signals an append). Default: `rheo.defaults.pollMs`. */

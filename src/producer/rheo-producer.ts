@@ -54,6 +54,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly stream: string;
   readonly group: string;
   readonly maxDemand: number;
+  /** Slots that must be free before the producer fetches again. */
+  readonly minDemand: number;
   readonly leaseMs: number;
   readonly pollMs: number;
   readonly consumerId: string;
@@ -82,6 +84,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.stream = options.stream;
     this.group = options.group;
     this.maxDemand = resolved.maxDemand;
+    this.minDemand = resolved.minDemand;
     this.leaseMs = resolved.leaseMs;
     this.pollMs = resolved.pollMs;
     this.consumerId = resolved.consumerId;
@@ -104,7 +107,11 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         this.emit('lease-lost', { lease, error });
         this.#freed();
       },
-      onRenewError: (error, leases) => this.emit('renew-error', { error, leases }),
+      onRenewError: (error, leases) => {
+        // A closed facade will never renew again: stop rather than retry forever.
+        if (error.code === 'closed') void this.#tracker.stop();
+        this.emit('renew-error', { error, leases });
+      },
       onRenewed: (summary) => this.emit('renewed', summary),
     });
   }
@@ -175,7 +182,12 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       if (this.closed) return resolve();
       this.once('close', () => resolve());
       this.destroy();
-    }).then(() => this.#batcher.idle());
+    }).then(async () => {
+      // After a drain the stream ended naturally and renewal went on for leases
+      // still being worked on; an explicit close stops it.
+      await this.#tracker.stop();
+      await this.#batcher.idle();
+    });
     return this.#closing;
   }
 
@@ -241,14 +253,14 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       this.#loop = null;
       if (this.#draining) this.#end();
       // A confirm may have freed room while the loop was winding down.
-      else if (this.#wanted && this.#tracker.size < this.maxDemand) this.#kick();
+      else if (this.#wanted && this.maxDemand - this.#tracker.size >= this.minDemand) this.#kick();
     });
   }
 
   async #fetchLoop(): Promise<void> {
     while (this.#wanted && !this.destroyed && !this.#draining) {
       const room = this.maxDemand - this.#tracker.size;
-      if (room <= 0) return; // at the cap: a confirm resumes us
+      if (room < this.minDemand) return; // near the cap: confirms resume us
       let leases: Lease<T>[];
       try {
         leases = await this.#source.fetch<T>(this.stream, this.group, {
@@ -346,11 +358,15 @@ function resolveOptions(source: ProducerSource, options: ProducerOptions) {
   const maxDemand = optionalInteger('maxDemand', options.maxDemand, d.maxDemand, { min: 1, max: 10_000 });
   const leaseMs = optionalInteger('leaseMs', options.leaseMs, d.leaseMs, { min: 2, max: 7 * 24 * 3600_000 });
   const pollMs = optionalInteger('pollMs', options.pollMs, d.pollMs, { min: 1, max: 3600_000 });
+  const minDemand = optionalInteger('minDemand', options.minDemand, Math.max(1, Math.floor(maxDemand / 4)), {
+    min: 1,
+    max: maxDemand,
+  });
   const maxSettleBatch = optionalInteger('maxSettleBatch', options.maxSettleBatch, 500, { min: 1, max: 10_000 });
   let consumerId = `producer-${randomBytes(6).toString('hex')}`;
   if (options.consumerId !== undefined) {
     assertString('consumerId', options.consumerId);
     consumerId = options.consumerId;
   }
-  return { maxDemand, leaseMs, pollMs, maxSettleBatch, consumerId };
+  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, consumerId };
 }

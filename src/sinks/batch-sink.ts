@@ -175,7 +175,11 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
         settlements = leases.map(() => nack);
       }
     }
-    await Promise.all(leases.map((lease, i) => settleLease(this.#producer, lease, settlements[i]!, this)));
+    // The batch slot frees now; the settles (one coalesced call) are awaited by _final.
+    const settles = Promise.all(leases.map((lease, i) => settleLease(this.#producer, lease, settlements[i]!, this)));
+    const task = settles.then(() => undefined);
+    this.#tasks.add(task);
+    void task.finally(() => this.#tasks.delete(task));
   }
 
   #settlementsOf(leases: Lease<T>[], outcome: BatchOutcome): Settlement[] {

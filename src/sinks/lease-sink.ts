@@ -165,6 +165,14 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     } finally {
       this.#running.delete(lease.leaseId);
     }
-    await settleLease(this.#producer, lease, settlement, this);
+    // The slot frees as soon as the handler is done: the settle joins the
+    // producer's next coalesced call while the next handler runs. Demand stays
+    // bounded because the producer confirms only once the settle is answered.
+    this.#track(settleLease(this.#producer, lease, settlement, this));
+  }
+
+  #track(task: Promise<void>): void {
+    this.#tasks.add(task);
+    void task.finally(() => this.#tasks.delete(task));
   }
 }

@@ -168,7 +168,8 @@ for (const factory of backendFactories) {
       sink.on('batch-error', (info) => batchErrors.push(info.error));
       const before = faulty.calls.settle;
       await pipeline(producer, sink);
-      expect(faulty.calls.settle - before).toBe(2);
+      // One call per batch at most (both batches' settles may even share one).
+      expect(faulty.calls.settle - before).toBeLessThanOrEqual(2);
       expect(faulty.settles.map((s) => [s.sequence, s.kind])).toEqual([
         [1, 'ack'],
         [2, 'nack'],
