@@ -274,10 +274,10 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
       this.#gate.forget(lease.leaseId);
       this.#runs.get(lease.leaseId)?.interrupt({ kind: 'lost', error });
     });
-    this.#producer.on('fetch-error', ({ error, failures, retryInMs }) => {
+    this.#producer.on('fetch-error', ({ error, failures, backoffMs }) => {
       this.#counters.fetchErrors++;
-      this.#backoffMs = retryInMs;
-      this.emit('fetch-error', { ...base, error, failures, backoffMs: retryInMs });
+      this.#backoffMs = backoffMs;
+      this.emit('fetch-error', { ...base, error, failures, backoffMs });
       // rheo itself was closed: no fetch can succeed again, so wind down instead of backing off forever.
       if (error.code === 'closed') void this.stop().catch(() => undefined);
     });

@@ -1,54 +1,59 @@
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
 import { publishDiagnostic } from './diagnostics.js';
-import { leaseInfo } from './lease-events.js';
+import { leaseInfo, type FetchErrorEvent, type RheoEventMap, type RheoEventName } from './lease-events.js';
+
+/** Anything that emits: the producer passes itself. */
+interface Emitter {
+  emit(event: string, ...args: unknown[]): boolean;
+}
 
 /**
- * The producer's side of `rheo:*` publishing. The producer is the one place
- * that fetches, renews and settles, so it publishes the lease-level events
- * for every pipeline built on it (a `Consumer` included, which only adds
- * `handler-error` and `drain`). Its EventEmitter events keep their own
- * shapes; these functions only publish, and only when someone subscribed.
+ * The producer's side of event reporting. The producer is the one place that
+ * fetches, renews and settles, so it reports the lease-level events for every
+ * pipeline built on it (a `Consumer` included, which only adds
+ * `handler-error` and `drain`). Each event is published on `rheo:<event>`
+ * without the lease, and emitted on the producer with the lease attached, so
+ * in-process stages can act on it while APM tools never see the fencing token.
  */
-export const producerDiagnostics = {
-  /** Leases claimed by one fetch. */
-  fetched(leases: readonly Lease<unknown>[]): void {
-    for (const lease of leases) publishDiagnostic('lease', leaseInfo(lease));
-  },
+export function producerReporter(emitter: Emitter) {
+  const report = <K extends RheoEventName>(event: K, payload: RheoEventMap[K][0], lease: Lease<unknown> | null) => {
+    publishDiagnostic(event, payload);
+    emitter.emit(event, lease ? { ...payload, lease } : payload);
+  };
+  return {
+    /** Leases claimed by one fetch. */
+    fetched(leases: readonly Lease<unknown>[]): void {
+      for (const lease of leases) report('lease', leaseInfo(lease), lease);
+    },
 
-  /** A renewal answered `stale_lease`. */
-  lost(lease: Lease<unknown>, error: RheoError): void {
-    publishDiagnostic('lease-lost', { ...leaseInfo(lease), error });
-  },
+    /** A renewal answered `stale_lease`. */
+    lost(lease: Lease<unknown>, error: RheoError): void {
+      report('lease-lost', { ...leaseInfo(lease), error }, lease);
+    },
 
-  fetchFailed(
-    scope: { stream: string; group: string; consumerId: string },
-    info: { error: RheoError; failures: number; retryInMs: number },
-  ): void {
-    publishDiagnostic('fetch-error', {
-      stream: scope.stream,
-      group: scope.group,
-      consumerId: scope.consumerId,
-      error: info.error,
-      failures: info.failures,
-      backoffMs: info.retryInMs,
-    });
-  },
+    fetchFailed(info: FetchErrorEvent): void {
+      report('fetch-error', info, null);
+    },
 
-  /** A settle through the producer finished: `failure` is what it threw, `null` on success. */
-  settled(
-    op: { kind: 'ack' | 'nack' | 'reject' | 'release'; lease: Lease<unknown>; reason?: string | null; delayMs?: number },
-    failure: unknown,
-  ): void {
-    const info = leaseInfo(op.lease);
-    if (failure !== null) {
-      const error = isRheoError(failure) ? failure : new RheoError('internal', String(failure), { cause: failure });
-      if (error.code === 'stale_lease') publishDiagnostic('lease-lost', { ...info, error });
-      else publishDiagnostic('settle-error', { ...info, op: op.kind, error });
-      return;
-    }
-    if (op.kind === 'ack') publishDiagnostic('ack', info);
-    else if (op.kind === 'nack') publishDiagnostic('retry', { ...info, reason: op.reason ?? null, delayMs: op.delayMs ?? 0 });
-    else if (op.kind === 'reject') publishDiagnostic('dead-letter', { ...info, reason: op.reason ?? null });
-  },
-};
+    /** A settle through the producer finished: `failure` is what it threw, `null` on success. */
+    settled(
+      op: { kind: 'ack' | 'nack' | 'reject' | 'release'; lease: Lease<unknown>; reason?: string | null; delayMs?: number },
+      failure: unknown,
+    ): void {
+      const info = leaseInfo(op.lease);
+      if (failure !== null) {
+        const error = isRheoError(failure) ? failure : new RheoError('internal', String(failure), { cause: failure });
+        // The caller of ack/nack/reject learns of a stale settle from the
+        // rejected promise; the producer's own 'lease-lost' stays the renewal
+        // signal that stages listen to, so only the channel hears this one.
+        if (error.code === 'stale_lease') publishDiagnostic('lease-lost', { ...info, error });
+        else report('settle-error', { ...info, op: op.kind, error }, op.lease);
+        return;
+      }
+      if (op.kind === 'ack') report('ack', info, op.lease);
+      else if (op.kind === 'nack') report('retry', { ...info, reason: op.reason ?? null, delayMs: op.delayMs ?? 0 }, op.lease);
+      else if (op.kind === 'reject') report('dead-letter', { ...info, reason: op.reason ?? null }, op.lease);
+    },
+  };
+}

@@ -1,5 +1,14 @@
 import type { RheoError } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
+import type {
+  AckEvent,
+  DeadLetterEvent,
+  FetchErrorEvent,
+  LeaseEvent,
+  LeaseLostEvent,
+  RetryEvent,
+  SettleErrorEvent,
+} from '../observability/lease-events.js';
 import type { Rheo } from '../rheo.js';
 import type { BackoffOptions } from './backoff.js';
 import type { RenewSummary } from './inflight-tracker.js';
@@ -43,18 +52,14 @@ export interface ProducerOptions {
   random?: () => number;
 }
 
-export interface LeaseLostInfo<T> {
-  lease: Lease<T>;
-  error: RheoError;
-}
+/**
+ * Producer events carry the same fields as the `rheo:*` diagnostics (never the
+ * payload), plus, in process only, the `lease` itself so a stage can act on it.
+ */
+export type WithLease<E, T> = E & { readonly lease: Lease<T> };
 
-export interface FetchErrorInfo {
-  error: RheoError;
-  /** Consecutive failed fetches, 1 for the first. */
-  failures: number;
-  /** The backoff before the next fetch. */
-  retryInMs: number;
-}
+export type LeaseLostInfo<T> = WithLease<LeaseLostEvent, T>;
+export type FetchErrorInfo = FetchErrorEvent;
 
 export interface RenewErrorInfo<T> {
   error: RheoError;
@@ -76,9 +81,19 @@ export interface FetchedInfo {
 
 /** Events a `RheoProducer` emits besides the `Readable` ones. */
 export interface RheoProducerEvents<T> {
-  /** A renewal came back `stale_lease`: the lease was dropped (another holder may have it). */
+  /** A lease was claimed and is now held (buffered, then handed downstream). */
+  lease: [info: WithLease<LeaseEvent, T>];
+  /** `producer.ack` settled durably. */
+  ack: [info: WithLease<AckEvent, T>];
+  /** `producer.nack` settled durably: retried after `delayMs` (dead-lettered if it was the last attempt). */
+  retry: [info: WithLease<RetryEvent, T>];
+  /** `producer.reject` settled durably. */
+  'dead-letter': [info: WithLease<DeadLetterEvent, T>];
+  /** A settle through the producer failed for another reason than `stale_lease`. */
+  'settle-error': [info: WithLease<SettleErrorEvent, T>];
+  /** A renewal or a settle came back `stale_lease`: the lease was dropped (another holder may have it). */
   'lease-lost': [info: LeaseLostInfo<T>];
-  /** A fetch failed; the producer backs off and retries. The stream never ends because of it. */
+  /** A fetch failed; the producer backs off `backoffMs` and retries. The stream never ends because of it. */
   'fetch-error': [info: FetchErrorInfo];
   /** A renewal failed for another reason than `stale_lease`; the leases are kept. */
   'renew-error': [info: RenewErrorInfo<T>];

@@ -8,7 +8,7 @@ import { InflightTracker } from './inflight-tracker.js';
 import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from './timers.js';
-import { producerDiagnostics } from '../observability/producer-diagnostics.js';
+import { producerReporter } from '../observability/producer-diagnostics.js';
 
 type Listener<A extends unknown[]> = (...args: A) => void;
 
@@ -68,6 +68,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #batcher: SettleBatcher;
   readonly #backoff: BackoffOptions;
   readonly #random: () => number;
+  readonly #report = producerReporter(this);
   /** Aborted on drain or destroy: cuts poll and backoff waits short. */
   readonly #stop = new AbortController();
   #wanted = false;
@@ -103,8 +104,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       random: this.#random,
       renewMany: (leases) => source.renewMany(leases, { leaseMs: this.leaseMs }),
       onLost: (lease, error) => {
-        producerDiagnostics.lost(lease, error);
-        this.emit('lease-lost', { lease, error });
+        this.#report.lost(lease, error);
         this.#freed();
       },
       onRenewError: (error, leases) => {
@@ -232,9 +232,9 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.#tracker.markSettling(leaseId);
     try {
       await this.#batcher.settle(op);
-      producerDiagnostics.settled(op, null);
+      this.#report.settled(op, null);
     } catch (error) {
-      producerDiagnostics.settled(op, error);
+      this.#report.settled(op, error);
       throw error;
     } finally {
       // A fenced or expired lease must not be renewed either: confirm regardless.
@@ -273,9 +273,14 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         if (this.destroyed || this.#draining) return;
         this.#fetchFailures++;
         const retryInMs = backoffDelay(this.#fetchFailures, this.#backoff, this.#random);
-        const info = { error: asRheoError(error, 'fetch'), failures: this.#fetchFailures, retryInMs };
-        producerDiagnostics.fetchFailed(this, info);
-        this.emit('fetch-error', info);
+        this.#report.fetchFailed({
+          stream: this.stream,
+          group: this.group,
+          consumerId: this.consumerId,
+          error: asRheoError(error, 'fetch'),
+          failures: this.#fetchFailures,
+          backoffMs: retryInMs,
+        });
         await sleep(this.timers, retryInMs, this.#stop.signal);
         continue;
       }
@@ -290,7 +295,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         continue;
       }
       for (const lease of leases) this.#tracker.add(lease);
-      producerDiagnostics.fetched(leases);
+      this.#report.fetched(leases);
       this.emit('fetched', { count: leases.length, inflight: this.#tracker.size });
       let more = true;
       for (const lease of leases) more = this.push(lease);

@@ -21,10 +21,10 @@ for (const factory of backendFactories) {
       await first;
       for (let failures = 1; failures < 4; failures++) {
         const next = nextEvent<FetchErrorInfo>(producer, 'fetch-error');
-        timers.advance(errors.at(-1)!.retryInMs);
+        timers.advance(errors.at(-1)!.backoffMs);
         await next;
       }
-      expect(errors.map((e) => [e.failures, e.retryInMs, e.error.code])).toEqual([
+      expect(errors.map((e) => [e.failures, e.backoffMs, e.error.code])).toEqual([
         [1, 100, 'backend_unavailable'],
         [2, 200, 'backend_unavailable'],
         [3, 300, 'backend_unavailable'],
