@@ -7,15 +7,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from './harness.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const MARKER = '<!-- quick-start: run by test/consumer/readme.test.ts -->';
-
-/** The README's quick start, verbatim, with `'rheo'` pointed at the sources. */
-function quickStart(): string {
+/** A README snippet marked `<!-- name: run by ... -->`, verbatim, with `'rheo'` pointed at the sources. */
+function snippet(name: string): string {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const at = readme.indexOf(MARKER);
-  if (at < 0) throw new Error('README.md lost its quick-start marker');
+  const at = readme.indexOf(`<!-- ${name}: run by test/consumer/readme.test.ts -->`);
+  if (at < 0) throw new Error(`README.md lost its ${name} marker`);
   const match = /```ts\n([\s\S]*?)```/.exec(readme.slice(at));
-  if (!match) throw new Error('no ts block after the quick-start marker');
+  if (!match) throw new Error(`no ts block after the ${name} marker`);
   const entry = pathToFileURL(join(ROOT, 'src/index.ts')).href;
   return match[1]!.replaceAll("from 'rheo'", `from '${entry}'`);
 }
@@ -26,7 +24,7 @@ describe('README quick start', () => {
 
   it('consumes, then drains on SIGTERM and lets the process exit by itself', async () => {
     const file = join(dir, 'quick-start.mts');
-    writeFileSync(file, quickStart());
+    writeFileSync(file, snippet('quick-start'));
     const child = spawn(process.execPath, ['--import', 'tsx', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     let stdout = '';
@@ -42,5 +40,25 @@ describe('README quick start', () => {
     } finally {
       child.kill('SIGKILL');
     }
+  });
+});
+
+describe('README pipeline', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rheo-readme-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('writes every event through the producer and batch sink, reaches lag 0 and exits by itself', async () => {
+    const file = join(dir, 'pipeline.mts');
+    writeFileSync(file, snippet('pipeline'));
+    const child = spawn(process.execPath, ['--import', 'tsx', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const guard = setTimeout(() => child.kill('SIGKILL'), 20_000); // a hang fails the test instead of leaking the child
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    clearTimeout(guard);
+    expect(code, stderr).toBe(0);
+    expect(stdout.trim()).toBe('wrote 250 rows; lag 0');
   });
 });
