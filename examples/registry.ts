@@ -1,8 +1,12 @@
 import { example as broadwayPipeline } from './broadway-pipeline.js';
+import { example as consumerGroups } from './consumer-groups.js';
 import type { Example } from './example-kit.js';
 import { example as failureMapping } from './failure-mapping.js';
 import { example as flowStages } from './flow-stages.js';
 import { example as plainConsumer } from './plain-consumer.js';
 
-/** Every example, in the notebook's order; `npm run example -- <name>` picks one by name. */
-export const examples: Array<Example<unknown>> = [plainConsumer, flowStages, broadwayPipeline, failureMapping];
+/**
+ * Every example: the core model first, then the notebook's three parts in order.
+ * `npm run example -- <name>` picks one by name; `npm run demo` runs them all.
+ */
+export const examples: Array<Example<unknown>> = [consumerGroups, plainConsumer, flowStages, broadwayPipeline, failureMapping];

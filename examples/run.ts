@@ -1,5 +1,5 @@
 /**
- * Runs one example, or all of them:
+ * Runs one example, or all of them (`npm run demo` is `all`):
  *
  *   npm run example -- <name>|all                      # in-memory backend
  *   npm run example -- <name> --database-url=postgres://...

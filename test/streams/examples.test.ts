@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { run as runBroadway } from '../../examples/broadway-pipeline.js';
+import { run as runConsumerGroups } from '../../examples/consumer-groups.js';
 import { run as runFailureMapping } from '../../examples/failure-mapping.js';
 import { run as runFlowStages } from '../../examples/flow-stages.js';
 import { run as runPlainConsumer } from '../../examples/plain-consumer.js';
@@ -18,6 +19,15 @@ for (const factory of backendFactories) {
     const log = (line: string): void => {
       lines.push(line);
     };
+
+    it('consumer groups: a nacked lease returns with attempt 2, both groups reach lag 0 independently', async () => {
+      const result = await withRheo((rheo) => runConsumerGroups(rheo, log));
+      expect(result.appended).toBe(6);
+      expect(result.retriedAttempts).toEqual([2]);
+      expect(result.billingLag).toBe(0);
+      expect(result.shippingLeased).toBe(6);
+      expect(result.shippingLag).toBe(0);
+    });
 
     it('plain consumer: four leases, acked and confirmed', async () => {
       const result = await withRheo((rheo) => runPlainConsumer(rheo, log));
@@ -53,7 +63,7 @@ for (const factory of backendFactories) {
     });
 
     it('the runner knows every example', () => {
-      expect(examples.map((e) => e.name)).toEqual(['plain-consumer', 'flow-stages', 'broadway-pipeline', 'failure-mapping']);
+      expect(examples.map((e) => e.name)).toEqual(['consumer-groups', 'plain-consumer', 'flow-stages', 'broadway-pipeline', 'failure-mapping']);
     });
   });
 }
