@@ -50,8 +50,15 @@ function recordPercentiles(ctx: BenchContext, name: string, samples: number[]): 
   for (const p of [50, 95, 99]) ctx.record(LATENCY, `${name} p${p}`, 'ms', percentile(samples, p));
 }
 
+/**
+ * The appender and the consumer use separate rheo instances (separate pools,
+ * as two processes would), so the consumer learns about an append only
+ * through PostgreSQL (NOTIFY, or its next poll) and never through the
+ * backend's in-process wake-up of its own appends.
+ */
 async function rheoLatency(kind: BackendKind, url: string | undefined, notify: boolean, count: number): Promise<number[]> {
   const rheo = await openRheo(kind, { url, notify });
+  const appender = kind === 'memory' ? rheo : await openRheo(kind, { url, notify });
   const stream = `latency-${notify ? 'notify' : 'poll'}`;
   const sentAt = new Map<number, number>();
   const samples: number[] = [];
@@ -69,17 +76,18 @@ async function rheoLatency(kind: BackendKind, url: string | undefined, notify: b
         if (sent !== undefined) samples.push(at - sent);
       },
     });
-    // Let the consumer reach its idle wait before the first append.
+    // Let the consumer reach its idle wait (and open its LISTEN connection) before the first append.
     await sleep(300);
     for (let i = 0; i < count; i++) {
       sentAt.set(i, now());
-      await rheo.append(stream, { type: EVENT_TYPE, payload: { n: i } });
+      await appender.append(stream, { type: EVENT_TYPE, payload: { n: i } });
       await sleep(latencyGapMs(i));
     }
     await waitUntil('latency handlers', () => samples.length >= count, 30_000);
     await consumer.stop();
     return samples;
   } finally {
+    if (appender !== rheo) await appender.close();
     await rheo.close();
   }
 }
