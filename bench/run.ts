@@ -11,6 +11,7 @@
  * must allow CREATE DATABASE: every scenario gets its own database, dropped
  * at the end.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -125,6 +126,7 @@ async function main(): Promise<void> {
       platform: `${platform()} ${release()}`,
       loadAverage,
       peers: peerVersions(),
+      commit: gitCommit(),
     };
     ctx.notes.push(`Total bench time ${((Date.now() - started) / 1000).toFixed(0)} s.`);
 
@@ -260,6 +262,17 @@ function chart(ctx: BenchContext, env: Environment): string {
     `${env.cpus} vCPU, Node ${env.node}, ${env.postgres}, ${env.date.slice(0, 10)}, ${env.runs} run(s)${env.quick ? ', quick' : ''}`,
     groups,
   );
+}
+
+/** The commit measured, marked when the work tree had changes. */
+function gitCommit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: here, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', '../src'], { cwd: here, encoding: 'utf8' }).trim();
+    return dirty ? `${head} + uncommitted src changes` : head;
+  } catch {
+    return 'unknown';
+  }
 }
 
 function peerVersions(): Record<string, string> {

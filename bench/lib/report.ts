@@ -20,6 +20,7 @@ export interface Environment {
   platform: string;
   loadAverage: string;
   peers: Record<string, string>;
+  commit: string;
 }
 
 export function textTable(rows: MetricSummary[]): string {
@@ -50,7 +51,7 @@ export function markdownSummary(
   const out: string[] = [];
   out.push('# rheo benchmark results', '');
   out.push(
-    `Run ${env.date} with \`${env.command}\`${env.quick ? ' (quick smoke run: sizes reduced, not representative)' : ''}: ` +
+    `Run ${env.date} on rheo ${env.commit} with \`${env.command}\`${env.quick ? ' (quick smoke run: sizes reduced, not representative)' : ''}: ` +
       `${env.cpus} × ${env.cpuModel}, ${env.platform}, Node ${env.node}, ${env.postgres} (default durability: fsync on), ` +
       `${Object.entries(env.peers)
         .map(([k, v]) => `${k} ${v}`)
