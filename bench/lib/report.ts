@@ -130,7 +130,8 @@ export function svgChart(title: string, subtitle: string, groups: BarGroup[]): s
         `<text x="${labelWidth - 8}" y="${cy + 4}" font-size="12" text-anchor="end">${escapeXml(bar.label)}</text>`,
         `<rect x="${x0}" y="${y}" width="${w.toFixed(1)}" height="${barHeight}" fill="${COLOURS[bar.kind]}"/>`,
         `<line x1="${(x0 + (bar.min / scaleMax) * plotWidth).toFixed(1)}" x2="${(x0 + (bar.max / scaleMax) * plotWidth).toFixed(1)}" y1="${cy}" y2="${cy}" stroke="#222" stroke-width="1.5"/>`,
-        `<text x="${(x0 + w + 6).toFixed(1)}" y="${cy + 4}" font-size="12">${escapeXml(formatNumber(bar.value))}/s</text>`,
+        // The label goes past the whisker so the two never overlap.
+        `<text x="${(x0 + Math.max(w, (bar.max / scaleMax) * plotWidth) + 6).toFixed(1)}" y="${cy + 4}" font-size="12">${escapeXml(formatNumber(bar.value))}/s</text>`,
       );
       y += barHeight + barGap;
     }
