@@ -52,5 +52,6 @@ export function formatNumber(value: number): string {
   if (abs >= 1000) return Math.round(value).toLocaleString('en-US');
   if (abs >= 100) return value.toFixed(0);
   if (abs >= 10) return value.toFixed(1);
-  return value.toFixed(2);
+  if (abs >= 0.1 || abs === 0) return value.toFixed(2);
+  return value.toPrecision(2);
 }
