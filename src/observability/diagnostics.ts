@@ -24,6 +24,11 @@ export function channelName(event: RheoEventName): `rheo:${RheoEventName}` {
 // read, so an unobserved publish costs almost nothing on the hot path.
 const channels = new Map(RHEO_EVENT_NAMES.map((name) => [name, diagnosticsChannel.channel(channelName(name))]));
 
+/** Whether anybody subscribed to `rheo:<event>`: lets hot paths skip building a payload nobody reads. */
+export function hasDiagnosticSubscribers(event: RheoEventName): boolean {
+  return channels.get(event)?.hasSubscribers === true;
+}
+
 /** Publishes on `rheo:<event>` when somebody subscribed. */
 export function publishDiagnostic<K extends RheoEventName>(event: K, payload: RheoEventMap[K][0]): void {
   const channel = channels.get(event);

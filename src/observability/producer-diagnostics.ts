@@ -1,12 +1,20 @@
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
-import { publishDiagnostic } from './diagnostics.js';
+import { hasDiagnosticSubscribers, publishDiagnostic } from './diagnostics.js';
 import { leaseInfo, type FetchErrorEvent, type RheoEventMap, type RheoEventName } from './lease-events.js';
 
 /** Anything that emits: the producer passes itself. */
 interface Emitter {
   emit(event: string, ...args: unknown[]): boolean;
+  listenerCount(event: string): number;
 }
+
+/** The event a successful settle reports (a release reports none). */
+const SETTLED_EVENT: Partial<Record<'ack' | 'nack' | 'reject' | 'release', RheoEventName>> = {
+  ack: 'ack',
+  nack: 'retry',
+  reject: 'dead-letter',
+};
 
 /**
  * The producer's side of event reporting. The producer is the one place that
@@ -17,13 +25,18 @@ interface Emitter {
  * in-process stages can act on it while APM tools never see the fencing token.
  */
 export function producerReporter(emitter: Emitter) {
+  // Payloads are built only when someone listens: on the hot path (one
+  // 'lease' and one 'ack' per event) an unobserved pipeline allocates nothing.
+  const observed = (event: RheoEventName): boolean =>
+    emitter.listenerCount(event) > 0 || hasDiagnosticSubscribers(event);
   const report = <K extends RheoEventName>(event: K, payload: RheoEventMap[K][0], lease: Lease<unknown> | null) => {
     publishDiagnostic(event, payload);
-    emitter.emit(event, lease ? { ...payload, lease } : payload);
+    if (emitter.listenerCount(event) > 0) emitter.emit(event, lease ? { ...payload, lease } : payload);
   };
   return {
     /** Leases claimed by one fetch. */
     fetched(leases: readonly Lease<unknown>[]): void {
+      if (!observed('lease')) return;
       for (const lease of leases) report('lease', leaseInfo(lease), lease);
     },
 
@@ -41,6 +54,10 @@ export function producerReporter(emitter: Emitter) {
       op: { kind: 'ack' | 'nack' | 'reject' | 'release'; lease: Lease<unknown>; reason?: string | null; delayMs?: number },
       failure: unknown,
     ): void {
+      if (failure === null) {
+        const event = SETTLED_EVENT[op.kind];
+        if (event === undefined || !observed(event)) return;
+      }
       const info = leaseInfo(op.lease);
       if (failure !== null) {
         const error = isRheoError(failure) ? failure : new RheoError('internal', String(failure), { cause: failure });
