@@ -177,7 +177,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     let aborted = 0;
     if (!finished) {
       for (const run of this.#runs.values()) {
-        if (!run.signal.aborted) aborted++;
+        if (!run.aborted) aborted++;
         run.interrupt({ kind: 'stopping' });
       }
       await this.#pipelineDone;

@@ -1,7 +1,7 @@
 import type { RheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import type { Timers } from '../producer/timers.js';
-import type { ConsumerHandler } from './consumer-types.js';
+import type { ConsumerHandler, HandlerContext } from './consumer-types.js';
 import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
 
 /** Why a run was cut short from outside the handler. */
@@ -27,7 +27,11 @@ export type RunResult = Settlement | { kind: 'lost'; error: RheoError };
  */
 export class HandlerRun<T extends JsonValue = JsonValue> {
   readonly lease: Lease<T>;
-  readonly #controller = new AbortController();
+  // Created on first read of `signal`: most handlers never look at it, and an
+  // AbortController per lease was a top allocation in a profile of consume().
+  #controller: AbortController | null = null;
+  #aborted = false;
+  #abortReason: unknown = undefined;
   #interrupt: ((interrupt: Interrupt) => void) | null = null;
   #pendingInterrupt: Interrupt | null = null;
   #running = false;
@@ -37,7 +41,16 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
   }
 
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#abortReason);
+    }
     return this.#controller.signal;
+  }
+
+  /** Whether the handler's signal was aborted (timeout, lease lost, drain gave up). */
+  get aborted(): boolean {
+    return this.#aborted;
   }
 
   /** The handler was called and its promise has not settled yet. */
@@ -47,10 +60,17 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
 
   /** Aborts the handler's signal and ends the run now (idempotent; the first interrupt wins). */
   interrupt(interrupt: Interrupt): void {
-    if (this.#controller.signal.aborted) return;
-    this.#controller.abort(interrupt.kind === 'lost' ? interrupt.error : stoppedError());
+    if (this.#aborted) return;
+    this.#abort(interrupt.kind === 'lost' ? interrupt.error : stoppedError());
     if (this.#interrupt) this.#interrupt(interrupt);
     else this.#pendingInterrupt = interrupt;
+  }
+
+  #abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#abortReason = reason;
+    this.#controller?.abort(reason);
   }
 
   /** Calls the handler once; resolves with what to do with the lease. Never rejects. */
@@ -73,7 +93,7 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
               timeoutMs,
               () => {
                 const settlement = timeoutSettlement(timeoutMs);
-                if (settlement.kind === 'nack') this.#controller.abort(settlement.failure?.error);
+                if (settlement.kind === 'nack') this.#abort(settlement.failure?.error);
                 finish(settlement);
               },
               // The handler's own work keeps the process alive; its timeout alone must not.
@@ -81,7 +101,8 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
             );
       this.#running = true;
       gauge.started();
-      const context = { lease: this.lease, attempt: this.lease.attempt, signal: this.#controller.signal };
+      const context = { lease: this.lease, attempt: this.lease.attempt } as HandlerContext<T>;
+      Object.defineProperty(context, 'signal', { get: () => this.signal, enumerable: true });
       // `then` also catches a synchronous throw from the handler.
       Promise.resolve()
         .then(() => handler(this.lease.event, context))
