@@ -1,3 +1,4 @@
+import type { PreparedText } from './statements.js';
 import type pg from 'pg';
 import { RheoError } from '../../core/errors.js';
 import { classifyError, sqlState, type FailureContext } from './errors.js';
@@ -55,11 +56,13 @@ export class Database {
     if (ownsPool) this.pool.on('error', () => {});
   }
 
-  async query<R>(ctx: StatementContext, text: string, values: unknown[]): Promise<R[]> {
+  /** `statement` is SQL text, or a named statement that each connection prepares once. */
+  async query<R>(ctx: StatementContext, statement: string | PreparedText, values: unknown[]): Promise<R[]> {
+    const config = typeof statement === 'string' ? { text: statement } : { name: statement.name, text: statement.text };
     for (let attempt = 1; ; attempt++) {
       const client = await this.#checkout(ctx);
       try {
-        const result = await client.query<R & pg.QueryResultRow>({ text, values, types: TYPES });
+        const result = await client.query<R & pg.QueryResultRow>({ ...config, values, types: TYPES });
         client.release();
         return result.rows;
       } catch (error) {

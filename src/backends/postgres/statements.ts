@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { appendSql, readSql } from './sql/append.js';
 import { claimSql } from './sql/claim.js';
 import {
@@ -23,15 +24,33 @@ import {
   lookupStreamSql,
 } from './sql/streams.js';
 
+/**
+ * A statement sent as a named prepared statement: parsed and planned once per
+ * connection instead of on every call. Planning was 1.5–6 ms of every append
+ * and claim (pg_stat_statements, bench scenario 4), more than the execution
+ * of a small one. Only the hot statements whose generic plans are pinned by
+ * test/postgres/explain.test.ts are named (DESIGN.md §3: an unchecked
+ * generic claim plan once collapsed to 40 tps). The name carries a hash of
+ * the text, so backends on different schemas never share a name.
+ */
+export interface PreparedText {
+  readonly name: string;
+  readonly text: string;
+}
+
+function prepared(key: string, text: string): PreparedText {
+  return { name: `rheo_${key}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`, text };
+}
+
 /** Every fixed statement, rendered once per backend for its schema. */
 export function renderStatements(quotedSchema: string) {
   const s = quotedSchema;
   return {
-    append: appendSql(s),
+    append: prepared('append', appendSql(s)),
     read: readSql(s),
-    claim: claimSql(s),
-    settle: settleSql(s),
-    renew: renewSql(s),
+    claim: prepared('claim', claimSql(s)),
+    settle: prepared('settle', settleSql(s)),
+    renew: prepared('renew', renewSql(s)),
     createStream: createStreamSql(s),
     lookupStream: lookupStreamSql(s),
     listStreams: listStreamsSql(s),
