@@ -7,7 +7,6 @@ import {
   type SettleOutcome,
 } from '../../core/backend.js';
 import { staleLease } from '../../core/errors.js';
-import { newLeaseId } from '../../core/ids.js';
 import type { Lease } from '../../core/types.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
 import type { Database } from './connection.js';
@@ -50,11 +49,10 @@ export async function fetchLeases(
   ctx.rotation.set(g.id, turn + 1);
   const start = turn % all.length;
   const order = [...all.slice(start), ...all.slice(0, start)];
-  const leaseIds = Array.from({ length: request.limit }, () => newLeaseId());
   const rows = await ctx.db.query<ClaimRow>(
     { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
     ctx.sql.claim,
-    [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, leaseIds, g.maxAttempts],
+    [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, g.maxAttempts],
   );
   return rows.map((row) => ({
     leaseId: row.lease_id,

@@ -49,7 +49,7 @@ import { eventColumns, nowSql } from '../rows.js';
  *
  * $1 group_id, $2 stream_id, $3 partitions in visiting order, $4 limit,
  * $5 now or null (database clock), $6 lease ms, $7 consumer id,
- * $8 lease ids (one per possible claim), $9 max attempts.
+ * $8 max attempts.
  */
 export function claimSql(s: string): string {
   return `
@@ -71,7 +71,7 @@ reopen AS MATERIALIZED (
     SELECT d.sequence, d.attempt
     FROM ${s}.deliveries d
     WHERE d.group_id = $1 AND d.partition = cur.partition
-      AND d.visible_at <= (SELECT now FROM clock) AND d.attempt < $9
+      AND d.visible_at <= (SELECT now FROM clock) AND d.attempt < $8
     ORDER BY d.sequence
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -83,7 +83,7 @@ spent AS MATERIALIZED (
     SELECT d.sequence, d.attempt
     FROM ${s}.deliveries d
     WHERE d.group_id = $1 AND d.partition = cur.partition
-      AND d.visible_at <= (SELECT now FROM clock) AND d.attempt >= $9
+      AND d.visible_at <= (SELECT now FROM clock) AND d.attempt >= $8
     ORDER BY d.sequence
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -109,7 +109,11 @@ candidates AS MATERIALIZED (
   SELECT partition, ord, sequence, 0, true FROM fresh
 ),
 picked AS MATERIALIZED (
-  SELECT r.*, row_number() OVER (ORDER BY r.rn, r.ord) AS k
+  -- The fencing token is minted here, one per picked row (pg_strong_random
+  -- behind gen_random_uuid): sending a client-made id per possible claim cost
+  -- an escaped text array of \`limit\` ids per call and an O(k) array subscript
+  -- per row.
+  SELECT r.*, row_number() OVER (ORDER BY r.rn, r.ord) AS k, gen_random_uuid()::text AS lease_id
   FROM (
     SELECT c.*, row_number() OVER (PARTITION BY c.partition ORDER BY c.sequence) AS rn
     FROM candidates c
@@ -147,7 +151,7 @@ dead AS (
 reclaimed AS (
   UPDATE ${s}.deliveries d
   SET attempt = d.attempt + 1,
-      lease_id = ($8::text[])[p.k],
+      lease_id = p.lease_id,
       consumer_id = $7,
       leased_at = (SELECT now FROM clock),
       visible_at = (SELECT now FROM clock) + $6::float8 * interval '1 millisecond'
@@ -156,7 +160,7 @@ reclaimed AS (
 ),
 inserted AS (
   INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, lease_id, consumer_id, leased_at, visible_at)
-  SELECT $1, p.partition, p.sequence, 1, ($8::text[])[p.k], $7,
+  SELECT $1, p.partition, p.sequence, 1, p.lease_id, $7,
          (SELECT now FROM clock), (SELECT now FROM clock) + $6::float8 * interval '1 millisecond'
   FROM picked p
   WHERE p.is_new
@@ -167,7 +171,7 @@ advanced AS (
   FROM (SELECT partition, max(sequence) AS top FROM picked WHERE is_new GROUP BY partition) m
   WHERE c.group_id = $1 AND c.partition = m.partition AND c.cursor < m.top
 )
-SELECT ($8::text[])[p.k] AS lease_id, p.attempt + 1 AS attempt,
+SELECT p.lease_id, p.attempt + 1 AS attempt,
        ${ms('(SELECT now FROM clock)')} AS leased_at_ms,
        ${ms(`(SELECT now FROM clock) + $6::float8 * interval '1 millisecond'`)} AS expires_at_ms,
        ${eventColumns('e')}
