@@ -42,8 +42,11 @@ CREATE TABLE :schema.events (
   payload    jsonb NOT NULL,
   metadata   jsonb NOT NULL,
   ts         timestamptz NOT NULL,
-  PRIMARY KEY (stream_id, partition, sequence),
-  FOREIGN KEY (stream_id, partition) REFERENCES :schema.stream_partitions (stream_id, partition)
+  -- No foreign key to stream_partitions: the append statement only inserts
+  -- into partitions whose counter row it has just locked and bumped, and the
+  -- per-row FK trigger was 28% of an append's execution time (EXPLAIN ANALYZE,
+  -- 1000 rows: 6.7 of 23.8 ms).
+  PRIMARY KEY (stream_id, partition, sequence)
 );
 -- Idempotent appends: an id is unique per stream.
 CREATE UNIQUE INDEX events_stream_id_idx ON :schema.events (stream_id, id);

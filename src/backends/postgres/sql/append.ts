@@ -4,7 +4,7 @@ import { eventColumns } from '../rows.js';
  * Append one batch in one statement (one round trip, one implicit transaction).
  *
  * - Idempotency: ids already in the stream come back as stored events and
- *   take no sequence (unique index events_stream_id_idx). A concurrent append
+ *   take no sequence (one probe of unique index events_stream_id_idx per id). A concurrent append
  *   of the same id makes this statement fail on that index; the caller retries
  *   and then finds the stored event.
  * - Sequences: the partition counter rows (stream_partitions PK) are locked in
@@ -31,9 +31,18 @@ WITH input AS (
        WITH ORDINALITY AS i(id, type, key, payload, metadata, partition, ts, ord)
 ),
 existing AS MATERIALIZED (
+  -- One probe of events_stream_id_idx per input id. Sent as a named statement,
+  -- this is planned generically once per connection, often while the log is
+  -- still small: written as \`id = ANY($2)\` that generic plan scanned the whole
+  -- stream through events_stream_ts_idx (appends slowed from 30 ms to 480 ms
+  -- per 1000 rows over 20 calls). An equality on both columns of the unique
+  -- index, under a LIMIT that keeps the subquery from being flattened into a
+  -- hash join over the stream, leaves the planner no other choice.
   SELECT ${eventColumns('e')}
-  FROM ${s}.events e
-  WHERE e.stream_id = $1 AND e.id = ANY ($2::text[])
+  FROM (SELECT DISTINCT id FROM unnest($2::text[]) AS q(id)) q
+  CROSS JOIN LATERAL (
+    SELECT * FROM ${s}.events e WHERE e.stream_id = $1 AND e.id = q.id LIMIT 1
+  ) e
 ),
 fresh AS MATERIALIZED (
   SELECT i.*, row_number() OVER (PARTITION BY i.partition ORDER BY i.ord) AS rn

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { appendSql } from '../../src/backends/postgres/sql/append.js';
+import { createRheo } from '../../src/rheo.js';
+import { makeTestBackend, sharedPool } from '../support/postgres.js';
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Index Cond'?: string;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+/**
+ * The append is a named prepared statement, so each connection plans it
+ * generically once, typically while the log is still small, and keeps that
+ * plan while the log grows. Its idempotency lookup must probe the unique
+ * (stream_id, id) index per input id even then: a plan that reaches events
+ * through another index walks the whole stream on every append.
+ */
+describe('postgres append plan on a young log', () => {
+  let client: pg.PoolClient;
+  let schema: string;
+
+  beforeAll(async () => {
+    const backend = await makeTestBackend();
+    schema = `"${backend.schema}"`;
+    const rheo = createRheo({ backend });
+    await rheo.createStream('s', { partitions: 4 });
+    await rheo.append('s', { payload: 1 });
+    client = await sharedPool().connect();
+  });
+
+  afterAll(async () => {
+    await client.query('RESET plan_cache_mode');
+    client.release();
+  });
+
+  it('probes events only through the (stream_id, id) unique index, by id', async () => {
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    await client.query(`PREPARE young_append AS ${appendSql(schema)}`);
+    const ids = Array.from({ length: 100 }, (_, i) => `"id-${i}"`).join(',');
+    const list = (value: string) => `'{${Array.from({ length: 100 }, () => value).join(',')}}'`;
+    const parts = `'{${Array.from({ length: 100 }, (_, i) => i % 4).join(',')}}'`;
+    const result = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+      `EXPLAIN (FORMAT JSON) EXECUTE young_append(1, '{${ids}}', ${list('"t"')}, ${list('"k"')}, ${list('"{}"')}, ${list('"{}"')}, ${parts}, ${list('"2026-01-01T00:00:00Z"')}, 'c', 's', false)`,
+    );
+    await client.query('DEALLOCATE young_append');
+    const reads = nodes(result.rows[0]!['QUERY PLAN'][0]!.Plan).filter(
+      (n) => n['Relation Name'] === 'events' && n['Node Type'] !== 'ModifyTable',
+    );
+    expect(reads.length).toBeGreaterThan(0);
+    for (const read of reads) {
+      expect(read['Index Name']).toBe('events_stream_id_idx');
+      expect(read['Index Cond']).toContain('id =');
+    }
+  });
+});
