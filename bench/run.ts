@@ -18,7 +18,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { BenchContext, log, pgAccess, type MetricSummary, type PgAccess } from './lib/context.js';
-import { startPgCluster, type PgCluster } from './lib/pg-cluster.js';
+import { startThrowawayPostgres, type ThrowawayPostgres } from '../scripts/throwaway-postgres.js';
 import { markdownSummary, svgChart, textTable, type Bar, type Environment, type TargetCheck } from './lib/report.js';
 import { formatNumber } from './lib/stats.js';
 import { APPEND, appendScenario } from './scenarios/append.js';
@@ -69,11 +69,11 @@ async function main(): Promise<void> {
     .map((l) => l.toFixed(2))
     .join(' ');
 
-  let cluster: PgCluster | null = null;
+  let cluster: ThrowawayPostgres | null = null;
   const stopCluster = async (): Promise<void> => {
     const c = cluster;
     cluster = null;
-    if (c) await c.stop();
+    c?.stop();
   };
   const onSignal = (signal: NodeJS.Signals): void => {
     log(`\n${signal}: stopping the throwaway PostgreSQL`);
@@ -90,8 +90,16 @@ async function main(): Promise<void> {
       pg = await pgAccess(givenUrl);
     } else {
       log('starting a throwaway PostgreSQL on 127.0.0.1 ...');
-      cluster = await startPgCluster();
-      pg = await pgAccess(cluster.connectionString);
+      // Default durability (fsync, synchronous_commit, full_page_writes stay
+      // on): the point is to measure what users get. Room for three peers'
+      // pools plus rheo's; bigger WAL between checkpoints so loading a
+      // million-row log does not measure checkpoint storms.
+      cluster = await startThrowawayPostgres({
+        durable: true,
+        label: 'rheo-bench-pg',
+        settings: ['max_connections=200', 'max_wal_size=4GB'],
+      });
+      pg = await pgAccess(cluster.url());
     }
     log(`${pg.version}; ${runs} run(s) per case${args.quick ? ', quick sizes' : ''}`);
 
