@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
+import { describe } from '../core/validation.js';
 import type { RheoProducer } from '../producer/rheo-producer.js';
 
 /**
@@ -51,36 +52,51 @@ export interface SettlingStreamEvents<T> {
 }
 
 const MAX_DELAY_MS = 7 * 24 * 3600_000;
+const EXPECTED = "expected nothing, 'ack', { retry: reason, delayMs? } or { reject: reason }";
+
+/** A handler's return value, read strictly: one of the outcomes, or what is wrong with it. */
+export type ParsedOutcome =
+  | { kind: 'ack' }
+  | { kind: 'nack'; reason: string; delayMs: number }
+  | { kind: 'reject'; reason: string }
+  | { kind: 'invalid'; problem: string };
 
 /**
- * Maps a handler's return value to a settlement. Strict on purpose: a typo
- * such as `{ retyr: 'x' }` must not ack (and so lose) the event, so anything
- * that is not exactly an outcome nacks with a reason saying what came back.
+ * Reads a handler's return value. Strict on purpose: a typo such as
+ * `{ retyr: 'x' }` must not ack (and so lose) the event, so anything that is
+ * not exactly an outcome is `invalid`, with a problem that says what came back.
+ * Sinks and the consumer both settle by this one reading.
  */
-export function settlementOf(outcome: unknown): Settlement {
-  if (outcome === undefined || outcome === 'ack') return { kind: 'ack' };
-  if (outcome !== null && typeof outcome === 'object' && !Array.isArray(outcome)) {
-    const o = outcome as Record<string, unknown>;
+export function parseOutcome(value: unknown): ParsedOutcome {
+  if (value === undefined || value === 'ack') return { kind: 'ack' };
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const o = value as Record<string, unknown>;
     const keys = Object.keys(o).filter((k) => o[k] !== undefined);
     if (typeof o.retry === 'string' && keys.every((k) => k === 'retry' || k === 'delayMs')) {
       const delayMs = o.delayMs ?? 0;
       if (typeof delayMs === 'number' && Number.isSafeInteger(delayMs) && delayMs >= 0 && delayMs <= MAX_DELAY_MS) {
         return { kind: 'nack', reason: o.retry, delayMs };
       }
+      return { kind: 'invalid', problem: `retry delayMs must be an integer in 0..${MAX_DELAY_MS}, got ${describe(delayMs)}` };
     }
     if (typeof o.reject === 'string' && keys.length === 1) return { kind: 'reject', reason: o.reject };
   }
-  let shown: string;
-  try {
-    shown = JSON.stringify(outcome) ?? String(outcome);
-  } catch {
-    shown = String(outcome);
+  return { kind: 'invalid', problem: `handler returned ${describeOutcome(value)}; ${EXPECTED}` };
+}
+
+/** A sink's settlement for a handler's return value: an invalid one nacks with a reason that says why. */
+export function settlementOf(outcome: unknown): Settlement {
+  const parsed = parseOutcome(outcome);
+  if (parsed.kind !== 'invalid') return parsed;
+  return { kind: 'nack', reason: `invalid handler outcome: ${parsed.problem}`, delayMs: 0 };
+}
+
+function describeOutcome(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'object' && !Array.isArray(value)) {
+    return `an object with keys ${JSON.stringify(Object.keys(value))}`;
   }
-  return {
-    kind: 'nack',
-    reason: `invalid handler outcome ${shown.slice(0, 200)}: expected nothing, 'ack', { retry, delayMs? } or { reject }`,
-    delayMs: 0,
-  };
+  return describe(value);
 }
 
 /** A throw nacks with the error as reason. */

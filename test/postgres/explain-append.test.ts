@@ -3,18 +3,9 @@ import type pg from 'pg';
 import { appendSql } from '../../src/backends/postgres/sql/append.js';
 import { createRheo } from '../../src/rheo.js';
 import { makeTestBackend, sharedPool } from '../support/postgres.js';
+import { nodes, type PlanNode } from './plan-nodes.js';
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Index Cond'?: string;
-  Plans?: PlanNode[];
-}
 
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
 
 /**
  * The append is a named prepared statement, so each connection plans it

@@ -6,14 +6,8 @@ import { ManualClock } from '../../src/core/clock.js';
 import type { Lease } from '../../src/core/types.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { makeTestBackend, sharedPool } from '../support/postgres.js';
+import { nodes, type PlanNode } from './plan-nodes.js';
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Index Cond'?: string;
-  Plans?: PlanNode[];
-}
 
 function literal(client: pg.PoolClient, value: unknown): string {
   if (value === null) return 'NULL';
@@ -25,9 +19,6 @@ function literal(client: pg.PoolClient, value: unknown): string {
   return client.escapeLiteral(String(value));
 }
 
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
 
 /** Plan nodes that read `relation`, as "Node Type/Index Name". */
 function accesses(plan: PlanNode, relation: string): string[] {
