@@ -5,8 +5,6 @@ import { createRheo } from '../../src/rheo.js';
 import { makeTestBackend, sharedPool } from '../support/postgres.js';
 import { nodes, type PlanNode } from './plan-nodes.js';
 
-
-
 /**
  * The append is a named prepared statement, so each connection plans it
  * generically once, typically while the log is still small, and keeps that

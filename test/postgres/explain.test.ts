@@ -8,7 +8,6 @@ import { createRheo, type Rheo } from '../../src/rheo.js';
 import { makeTestBackend, sharedPool } from '../support/postgres.js';
 import { nodes, type PlanNode } from './plan-nodes.js';
 
-
 function literal(client: pg.PoolClient, value: unknown): string {
   if (value === null) return 'NULL';
   if (typeof value === 'number') return String(value);
@@ -18,7 +17,6 @@ function literal(client: pg.PoolClient, value: unknown): string {
   }
   return client.escapeLiteral(String(value));
 }
-
 
 /** Plan nodes that read `relation`, as "Node Type/Index Name". */
 function accesses(plan: PlanNode, relation: string): string[] {
