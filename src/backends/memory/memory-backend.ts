@@ -29,28 +29,19 @@ import type {
   JsonValue,
   LagReport,
   Lease,
-  PartitionLag,
   QueryResult,
   RheoEvent,
   StreamInfo,
 } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import { DeadLetterList } from './dead-letter-list.js';
-import { GroupPartition, type OpenDelivery } from './group-partition.js';
+import { groupLag, partitionList, startPartitions, type GroupState } from './group-state.js';
+import type { GroupPartition, OpenDelivery } from './group-partition.js';
 import { StreamLog } from './stream-log.js';
 
 export interface MemoryBackendOptions {
   /** Lease expiry and event timestamps read this clock. Default: the system clock. */
   clock?: Clock;
-}
-
-interface GroupState {
-  readonly name: string;
-  readonly maxAttempts: number;
-  parts: GroupPartition[];
-  readonly deadLetters: DeadLetterList;
-  /** Partition that the next fetch starts its round-robin at. */
-  rotation: number;
 }
 
 interface StreamState {
@@ -116,7 +107,7 @@ class MemoryBackend implements Backend {
     if (s.groups.has(group)) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
     }
-    const parts = this.#startParts(s.log, spec.start);
+    const parts = startPartitions(s.log, spec.start);
     s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0 });
   }
 
@@ -178,7 +169,7 @@ class MemoryBackend implements Backend {
 
   async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
     const { log, g } = this.#group(stream, group);
-    const partitions = this.#partitionList(log, request.partitions);
+    const partitions = partitionList(log, request.partitions);
     const now = this.#clock.now();
     const leases: Lease[] = [];
     const start = g.rotation++ % partitions.length;
@@ -235,12 +226,12 @@ class MemoryBackend implements Backend {
 
   async lag(stream: string, group: string): Promise<LagReport> {
     const { log, g } = this.#group(stream, group);
-    return this.#lag(log, g);
+    return groupLag(log, g);
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, only: number[] | null): Promise<void> {
     const { log, g } = this.#group(stream, group);
-    const partitions = this.#partitionList(log, only);
+    const partitions = partitionList(log, only);
     const now = this.#clock.now();
     if (spec.kind === 'eventIds') {
       const events = spec.eventIds.map((id) => {
@@ -270,7 +261,7 @@ class MemoryBackend implements Backend {
 
   async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
     const { log, g } = this.#group(stream, group);
-    g.parts = this.#startParts(log, start);
+    g.parts = startPartitions(log, start);
     g.deadLetters.clear();
   }
 
@@ -280,7 +271,7 @@ class MemoryBackend implements Backend {
       stream,
       group,
       maxAttempts: g.maxAttempts,
-      lag: this.#lag(log, g),
+      lag: groupLag(log, g),
       inflight: g.parts.reduce((n, part) => n + part.leasedCount, 0),
       deadLetters: g.deadLetters.size,
     };
@@ -402,43 +393,6 @@ class MemoryBackend implements Backend {
       return staleLease(ref.stream, ref.group, `delivery ${ref.partition}/${ref.sequence} is not leased under this lease id`);
     }
     return { g, part, d };
-  }
-
-  #lag(log: StreamLog, g: GroupState): LagReport {
-    const partitions: Record<number, PartitionLag> = {};
-    let total = 0;
-    g.parts.forEach((part, p) => {
-      const frontier = part.frontier();
-      const highWatermark = log.highWatermark(p);
-      const lag = Math.max(0, highWatermark - frontier);
-      total += lag;
-      partitions[p] = {
-        frontier,
-        highWatermark,
-        lag,
-        oldestUnsettledAt: lag > 0 ? new Date(log.event(p, frontier + 1)!.timestamp) : null,
-      };
-    });
-    return { stream: log.name, group: g.name, lag: total, partitions };
-  }
-
-  #startParts(log: StreamLog, start: GroupStart): GroupPartition[] {
-    if (start.kind === 'after') {
-      for (const key of Object.keys(start.perPartition)) {
-        if (Number(key) >= log.partitions) throw invalidPartition(log.name, key, log.partitions);
-      }
-    }
-    return Array.from({ length: log.partitions }, (_, p) => {
-      if (start.kind === 'after') return new GroupPartition(start.perPartition[p] ?? start.after);
-      const first = log.firstSequenceAt(p, start.at.getTime());
-      return new GroupPartition(first === null ? log.highWatermark(p) : first - 1);
-    });
-  }
-
-  #partitionList(log: StreamLog, only: number[] | null): number[] {
-    if (only === null) return [...Array(log.partitions).keys()];
-    for (const p of only) if (p >= log.partitions) throw invalidPartition(log.name, p, log.partitions);
-    return only;
   }
 
   #stream(stream: string): StreamState {
