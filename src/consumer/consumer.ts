@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { pipeline } from 'node:stream/promises';
-import { isRheoError } from '../core/errors.js';
 import type { FetchOptions, JsonValue, Lease } from '../core/types.js';
 import { report } from '../observability/diagnostics.js';
 import { leaseInfo, type RheoEventMap } from '../observability/lease-events.js';
@@ -9,7 +8,7 @@ import type { ProducerSource } from '../producer/producer-options.js';
 import { RheoProducer } from '../producer/rheo-producer.js';
 import type { Timers } from '../producer/timers.js';
 import type { LeaseOutcome, LeaseSettler } from '../sinks/lease-outcome.js';
-import { createLeaseSink, type LeaseHandlerContext, type LeaseSink } from '../sinks/lease-sink.js';
+import { createLeaseSink, type LeaseSink } from '../sinks/lease-sink.js';
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
 import type { ConsumeOptions, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
 import { HandlerRun, type RunResult } from './handler-run.js';
@@ -109,14 +108,18 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     this.#sink = createLeaseSink<T>({
       producer: this.#settler(),
       concurrency: o.concurrency,
-      handle: (lease, context) => this.#handle(lease, context),
+      handle: (lease) => this.#handle(lease),
     });
     this.#listenToProducer();
     const running = pipeline(this.#producer, this.#gate, this.#sink);
     // Kept handled: a broken pipeline is reported through `done` and `stop()`.
     this.#pipelineDone = running.then(
       () => null,
-      (error: unknown) => error,
+      (error: unknown) => {
+        // The sink is gone: nobody will settle what the running handlers return.
+        for (const run of this.#runs.values()) run.interrupt({ kind: 'stopping' });
+        return error;
+      },
     );
     this.done = this.#pipelineDone.then(async (error) => {
       await this.stop();
@@ -196,7 +199,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
   }
 
   /** The sink calls this when a slot is free. Returns a dummy outcome: the real decision is in `#decisions`. */
-  async #handle(lease: Lease<T>, { signal }: LeaseHandlerContext): Promise<LeaseOutcome> {
+  async #handle(lease: Lease<T>): Promise<LeaseOutcome> {
     const id = lease.leaseId;
     if (!this.#gate.start(id)) {
       this.#decisions.set(id, 'skip');
@@ -204,16 +207,13 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     }
     const run = new HandlerRun<T>(lease);
     this.#runs.set(id, run);
-    // The sink aborts its signal when the producer loses the lease, or when it is destroyed.
-    const onAbort = (): void =>
-      run.interrupt(isRheoError(signal.reason, 'stale_lease') ? { kind: 'lost', error: signal.reason } : { kind: 'stopping' });
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
+    // Runs are interrupted by the consumer itself: on 'lease-lost' from the
+    // producer, at the stop timeout, and when the pipeline breaks. Not
+    // subscribing to the sink's per-lease signal keeps that signal unallocated.
     const result = await run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, {
       started: () => this.#handlersRunning++,
       settled: () => this.#handlersRunning--,
     });
-    signal.removeEventListener('abort', onAbort);
     this.#runs.delete(id);
     this.#counters.handled++;
     if (result.kind === 'nack' && result.failure) {

@@ -1,6 +1,7 @@
 import type { RheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import type { Timers } from '../producer/timers.js';
+import { LazyAbort } from '../sinks/lazy-abort.js';
 import type { ConsumerHandler, HandlerContext } from './consumer-types.js';
 import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
 
@@ -27,11 +28,7 @@ export type RunResult = Settlement | { kind: 'lost'; error: RheoError };
  */
 export class HandlerRun<T extends JsonValue = JsonValue> {
   readonly lease: Lease<T>;
-  // Created on first read of `signal`: most handlers never look at it, and an
-  // AbortController per lease was a top allocation in a profile of consume().
-  #controller: AbortController | null = null;
-  #aborted = false;
-  #abortReason: unknown = undefined;
+  readonly #abort = new LazyAbort();
   #interrupt: ((interrupt: Interrupt) => void) | null = null;
   #pendingInterrupt: Interrupt | null = null;
   #running = false;
@@ -41,16 +38,12 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
   }
 
   get signal(): AbortSignal {
-    if (!this.#controller) {
-      this.#controller = new AbortController();
-      if (this.#aborted) this.#controller.abort(this.#abortReason);
-    }
-    return this.#controller.signal;
+    return this.#abort.signal;
   }
 
   /** Whether the handler's signal was aborted (timeout, lease lost, drain gave up). */
   get aborted(): boolean {
-    return this.#aborted;
+    return this.#abort.aborted;
   }
 
   /** The handler was called and its promise has not settled yet. */
@@ -60,17 +53,10 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
 
   /** Aborts the handler's signal and ends the run now (idempotent; the first interrupt wins). */
   interrupt(interrupt: Interrupt): void {
-    if (this.#aborted) return;
-    this.#abort(interrupt.kind === 'lost' ? interrupt.error : stoppedError());
+    if (this.#abort.aborted) return;
+    this.#abort.abort(interrupt.kind === 'lost' ? interrupt.error : stoppedError());
     if (this.#interrupt) this.#interrupt(interrupt);
     else this.#pendingInterrupt = interrupt;
-  }
-
-  #abort(reason: unknown): void {
-    if (this.#aborted) return;
-    this.#aborted = true;
-    this.#abortReason = reason;
-    this.#controller?.abort(reason);
   }
 
   /** Calls the handler once; resolves with what to do with the lease. Never rejects. */
@@ -93,7 +79,7 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
               timeoutMs,
               () => {
                 const settlement = timeoutSettlement(timeoutMs);
-                if (settlement.kind === 'nack') this.#abort(settlement.failure?.error);
+                if (settlement.kind === 'nack') this.#abort.abort(settlement.failure?.error);
                 finish(settlement);
               },
               // The handler's own work keeps the process alive; its timeout alone must not.

@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream';
+import { LazyAbort } from './lazy-abort.js';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
@@ -65,7 +66,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #limit: LimitFunction;
   readonly #maxQueued: number;
   readonly #queued = new Map<string, Lease<T>>();
-  readonly #running = new Map<string, AbortController>();
+  readonly #running = new Map<string, LazyAbort>();
   readonly #tasks = new Set<Promise<void>>();
   readonly #shutdown = new AbortController();
   #waitingWrite: (() => void) | null = null;
@@ -125,7 +126,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.#shutdown.abort(error ?? new Error('lease sink destroyed'));
     this.#limit.clearQueue();
-    for (const controller of this.#running.values()) controller.abort(this.#shutdown.signal.reason);
+    for (const abort of this.#running.values()) abort.abort(this.#shutdown.signal.reason);
     const unstarted = [...this.#queued.values()];
     this.#queued.clear();
     this.#producer.off('lease-lost', this.#onLost);
@@ -151,11 +152,13 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     if (!this.#queued.delete(lease.leaseId)) return;
     // Lost while queued (renewal answered stale_lease): its settle would be refused anyway.
     if (this.#lost.take(lease.leaseId)) return;
-    const controller = new AbortController();
-    this.#running.set(lease.leaseId, controller);
+    const abort = new LazyAbort();
+    this.#running.set(lease.leaseId, abort);
+    const context = {} as LeaseHandlerContext;
+    Object.defineProperty(context, 'signal', { get: () => abort.signal, enumerable: true });
     let settlement: Settlement;
     try {
-      settlement = settlementOf(await this.#handle(lease, { signal: controller.signal }));
+      settlement = settlementOf(await this.#handle(lease, context));
     } catch (error) {
       if (this.#shutdown.signal.aborted) settlement = { kind: 'release' };
       else {
