@@ -109,7 +109,7 @@ export function leaseRef(lease: Lease<unknown>, what: string): LeaseRef {
   };
 }
 
-export function normalizeReason(reason: unknown): string | null {
+function normalizeReason(reason: unknown): string | null {
   if (reason === undefined || reason === null) return null;
   if (typeof reason === 'string') return reason.slice(0, 4000).replaceAll('\u0000', '').toWellFormed();
   if (reason instanceof Error) return normalizeReason(reason.message || reason.name);

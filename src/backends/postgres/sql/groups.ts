@@ -158,7 +158,3 @@ WHERE dl.group_id = $1 AND dl.id > $3::int8
 ORDER BY dl.id
 LIMIT $4`;
 }
-
-export function storageSql(s: string): string {
-  return countsSql(s);
-}
