@@ -26,10 +26,10 @@ function accesses(plan: PlanNode, relation: string): string[] {
 }
 
 /**
- * The hot statements' plans, both as rheo sends them (unnamed: planned with
- * the actual values every time) and as a generic plan (what a named prepared
- * statement would get after five executions; DESIGN.md §3 records a generic
- * claim plan collapsing to 40 tps). Over a realistic table state: thousands of
+ * The hot statements' plans, both custom (planned with the actual values) and
+ * generic: rheo sends them as named prepared statements, which switch to the
+ * generic plan after five executions (DESIGN.md §3 records a generic claim
+ * plan collapsing to 40 tps). Over a realistic table state: thousands of
  * events, hundreds of live leases, statistics gathered.
  */
 describe('postgres hot statement plans', () => {

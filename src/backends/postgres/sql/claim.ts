@@ -43,9 +43,12 @@ import { eventColumns, nowSql } from '../rows.js';
  *    applies): joining `picked` back to the modifying CTEs made the planner
  *    nest-loop two 500-row CTEs (250k comparisons, 70 ms per claim).
  *
- * Sent as an unnamed statement, so PostgreSQL plans it with the actual
- * parameters every time (DESIGN.md §3: a named prepared claim planned
- * generically collapsed to 40 tps). See test/postgres/explain.test.ts.
+ * Sent as a named prepared statement (statements.ts), so each connection
+ * plans it once and soon switches to the generic plan. DESIGN.md §3 records a
+ * generic claim plan collapsing to 40 tps; this one reaches the log only
+ * through events_pkey and the open rows only by primary-key probes, in the
+ * custom and the generic plan alike (test/postgres/explain.test.ts), and the
+ * bench measured it flat from 1k to 1M events of backlog.
  *
  * $1 group_id, $2 stream_id, $3 partitions in visiting order, $4 limit,
  * $5 now or null (database clock), $6 lease ms, $7 consumer id,
