@@ -46,9 +46,9 @@ import { eventColumns, nowSql } from '../rows.js';
  * Sent as a named prepared statement (statements.ts), so each connection
  * plans it once and soon switches to the generic plan. DESIGN.md §3 records a
  * generic claim plan collapsing to 40 tps; this one reaches the log only
- * through events_pkey and the open rows only by primary-key probes, in the
- * custom and the generic plan alike (test/postgres/explain.test.ts), and the
- * bench measured it flat from 1k to 1M events of backlog.
+ * through events_pkey in the custom and the generic plan alike
+ * (test/postgres/explain.test.ts), and the bench measured it flat from 1k to
+ * 1M events of backlog.
  *
  * $1 group_id, $2 stream_id, $3 partitions in visiting order, $4 limit,
  * $5 now or null (database clock), $6 lease ms, $7 consumer id,
