@@ -1,3 +1,5 @@
+import { invalidArgument } from './errors.js';
+
 /**
  * The one time source rheo reads. Inject a `ManualClock` in tests so lease
  * expiry is driven by `advance()`, never by sleeping on the wall clock.
@@ -21,7 +23,7 @@ export class ManualClock implements Clock {
   }
 
   advance(ms: number): number {
-    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`advance expects a finite ms >= 0, got ${ms}`);
+    if (!Number.isFinite(ms) || ms < 0) throw invalidArgument(`ManualClock.advance expects a finite ms >= 0, got ${ms}`);
     this.#nowMs += ms;
     return this.#nowMs;
   }

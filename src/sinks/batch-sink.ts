@@ -1,8 +1,10 @@
 import { Writable } from 'node:stream';
 import pLimit, { type LimitFunction } from 'p-limit';
+import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import { BatchCollector, type FlushReason } from '../transforms/batch-collector.js';
+
 import {
   LostLeases,
   settleLease,
@@ -90,7 +92,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
 
   constructor(options: BatchSinkOptions<T>) {
     if (options === null || typeof options !== 'object' || typeof options.handleBatch !== 'function' || !options.producer) {
-      throw new TypeError('createBatchSink expects { producer, handleBatch(leases, { signal }), batchSize?, batchTimeoutMs?, concurrency? }');
+      throw invalidArgument('createBatchSink expects { producer, handleBatch(leases, { signal }), batchSize?, batchTimeoutMs?, concurrency? }');
     }
     const batchSize = optionalInteger('batchSize', options.batchSize, 100, { min: 1, max: 100_000 });
     const batchTimeoutMs = optionalInteger('batchTimeoutMs', options.batchTimeoutMs, 1000, { min: 1, max: 3600_000 });

@@ -1,9 +1,11 @@
 import { Writable } from 'node:stream';
-import { LazyAbort } from './lazy-abort.js';
 import pLimit, { type LimitFunction } from 'p-limit';
+import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
+import { LazyAbort } from './lazy-abort.js';
+
 import {
   LostLeases,
   settleLease,
@@ -79,7 +81,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
 
   constructor(options: LeaseSinkOptions<T>) {
     if (options === null || typeof options !== 'object' || typeof options.handle !== 'function' || !options.producer) {
-      throw new TypeError('createLeaseSink expects { producer, handle(lease, { signal }), concurrency? }');
+      throw invalidArgument('createLeaseSink expects { producer, handle(lease, { signal }), concurrency? }');
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
     const maxQueued = optionalInteger('maxQueued', options.maxQueued, 10_000, { min: 0, max: 1_000_000 });

@@ -1,4 +1,5 @@
 import { Transform } from 'node:stream';
+import { invalidArgument } from '../core/errors.js';
 import { systemTimers, type Timers } from '../producer/timers.js';
 import { BatchCollector } from './batch-collector.js';
 
@@ -23,7 +24,7 @@ export class BatchTransform<C = unknown> extends Transform {
   readonly #collector: BatchCollector<C>;
 
   constructor(options: BatchTransformOptions) {
-    if (options === null || typeof options !== 'object') throw new TypeError('createBatchTransform expects { size?, timeMs? }');
+    if (options === null || typeof options !== 'object') throw invalidArgument('createBatchTransform expects { size?, timeMs? }');
     super({ objectMode: true });
     this.#collector = new BatchCollector<C>({
       size: options.size,

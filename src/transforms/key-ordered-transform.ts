@@ -1,6 +1,8 @@
 import { Transform } from 'node:stream';
+import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
+
 import {
   settleLease,
   thrownSettlement,
@@ -58,7 +60,7 @@ export class KeyOrderedTransform<T extends JsonValue, R> extends Transform {
 
   constructor(options: KeyOrderedTransformOptions<T, R>) {
     if (options === null || typeof options !== 'object' || typeof options.map !== 'function') {
-      throw new TypeError('createKeyOrderedTransform expects { map(lease, { signal }), keyOf?, concurrency?, producer? }');
+      throw invalidArgument('createKeyOrderedTransform expects { map(lease, { signal }), keyOf?, concurrency?, producer? }');
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
     super({ objectMode: true });

@@ -1,6 +1,8 @@
 import { Transform } from 'node:stream';
+import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
+
 import {
   settleLease,
   thrownSettlement,
@@ -63,7 +65,7 @@ export class MapTransform<T extends JsonValue, R> extends Transform {
 
   constructor(options: MapTransformOptions<T, R>) {
     if (options === null || typeof options !== 'object' || typeof options.map !== 'function') {
-      throw new TypeError('createMapTransform expects { map(lease, { signal }), concurrency?, producer? }');
+      throw invalidArgument('createMapTransform expects { map(lease, { signal }), concurrency?, producer? }');
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
     super({ objectMode: true, highWaterMark: concurrency });

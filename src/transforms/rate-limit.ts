@@ -1,5 +1,6 @@
 import { Transform } from 'node:stream';
 import { systemClock, type Clock } from '../core/clock.js';
+import { invalidArgument } from '../core/errors.js';
 import { optionalInteger } from '../core/validation.js';
 import { systemTimers, type ScheduledTimer, type Timers } from '../producer/timers.js';
 
@@ -33,7 +34,7 @@ export class RateLimit<C = unknown> extends Transform {
 
   constructor(options: RateLimitOptions) {
     if (options === null || typeof options !== 'object') {
-      throw new TypeError('createRateLimit expects { limit, intervalMs }');
+      throw invalidArgument('createRateLimit expects { limit, intervalMs }');
     }
     const limit = optionalInteger('limit', options.limit, Number.NaN, { min: 1, max: 1_000_000 });
     const intervalMs = optionalInteger('intervalMs', options.intervalMs, Number.NaN, { min: 1, max: 86_400_000 });

@@ -1,5 +1,5 @@
 import { Transform } from 'node:stream';
-import { RheoError } from '../core/errors.js';
+import { RheoError, invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import type { Timers } from '../producer/timers.js';
 import {
@@ -84,7 +84,7 @@ export class WindowTransform<T extends JsonValue, A, R> extends Transform {
 
   constructor(options: WindowTransformOptions<T, A, R>) {
     if (options === null || typeof options !== 'object' || typeof options.trigger !== 'function' || !options.producer) {
-      throw new TypeError('createWindowTransform expects { producer, trigger(acc, leases), every?, everyMs?, initial?, reduce? }');
+      throw invalidArgument('createWindowTransform expects { producer, trigger(acc, leases), every?, everyMs?, initial?, reduce? }');
     }
     const maxDemand = options.producer.maxDemand;
     if (options.everyMs === undefined && options.every !== undefined && maxDemand !== undefined && options.every > maxDemand) {

@@ -5,6 +5,8 @@ import type { Lease } from '../../src/core/types.js';
 import { createBatchSink, type BatchContext } from '../../src/sinks/batch-sink.js';
 import type { SettleErrorInfo, SinkLeaseLostInfo } from '../../src/sinks/lease-outcome.js';
 import { createLeaseSink } from '../../src/sinks/lease-sink.js';
+import { createMapTransform } from '../../src/transforms/map-transform.js';
+import { createRateLimit } from '../../src/transforms/rate-limit.js';
 import { backendFactories } from '../support/backends.js';
 import { useStreamsFixture } from './support/fixture.js';
 import { until } from './support/wait.js';
@@ -188,4 +190,16 @@ it('lease type parameter flows to handlers', () => {
   // Compile-time check: handle receives Lease<T>.
   const check = (lease: Lease<{ n: number }>): number => lease.event.payload.n;
   expect(typeof check).toBe('function');
+});
+
+describe('sink and transform options', () => {
+  it('reject bad options with invalid_argument RheoErrors', () => {
+    const bad: Array<() => unknown> = [
+      () => createLeaseSink({} as never),
+      () => createBatchSink(null as never),
+      () => createRateLimit({ limit: 0, intervalMs: 10 }),
+      () => createMapTransform({ map: 'nope' } as never),
+    ];
+    for (const make of bad) expect(make).toThrow(expect.objectContaining({ name: 'RheoError', code: 'invalid_argument' }));
+  });
 });
