@@ -2,6 +2,7 @@ import { Transform } from 'node:stream';
 import { invalidArgument } from '../core/errors.js';
 import { systemTimers, type Timers } from '../producer/timers.js';
 import { BatchCollector } from './batch-collector.js';
+import { releaseHeld, type LeaseReleaser } from './release-held.js';
 
 export interface BatchTransformOptions {
   /** Emit a batch at this many items... */
@@ -9,12 +10,15 @@ export interface BatchTransformOptions {
   /** ...or this long after the batch's first item, whichever comes first. */
   timeMs?: number;
   timers?: Timers;
+  /** When given, leases of a batch still being collected are released if the stream is destroyed. */
+  producer?: LeaseReleaser;
 }
 
 /**
  * Groups items (leases, or `{ lease, value }` from a map) into arrays by size
  * and/or time for a downstream writer; the partial batch is emitted when the
- * stream ends. It settles nothing: the writer settles each lease.
+ * stream ends. It settles nothing: the writer settles each lease (given a
+ * `producer`, it releases the leases of an unfinished batch on destroy).
  */
 export function createBatchTransform<C = unknown>(options: BatchTransformOptions): BatchTransform<C> {
   return new BatchTransform<C>(options);
@@ -22,10 +26,12 @@ export function createBatchTransform<C = unknown>(options: BatchTransformOptions
 
 export class BatchTransform<C = unknown> extends Transform {
   readonly #collector: BatchCollector<C>;
+  readonly #producer: LeaseReleaser | undefined;
 
   constructor(options: BatchTransformOptions) {
     if (options === null || typeof options !== 'object') throw invalidArgument('createBatchTransform expects { size?, timeMs? }');
     super({ objectMode: true });
+    this.#producer = options.producer;
     this.#collector = new BatchCollector<C>({
       size: options.size,
       intervalMs: options.timeMs,
@@ -47,7 +53,8 @@ export class BatchTransform<C = unknown> extends Transform {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#collector.take();
-    callback(error);
+    const held = this.#collector.take();
+    if (!this.#producer || held.length === 0) return callback(error);
+    releaseHeld(this.#producer, held, this).then(() => callback(error));
   }
 }

@@ -3,6 +3,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { invalidArgument } from '../core/errors.js';
 import { optionalInteger } from '../core/validation.js';
 import { systemTimers, type ScheduledTimer, type Timers } from '../producer/timers.js';
+import { releaseHeld, type LeaseReleaser } from './release-held.js';
 
 export interface RateLimitOptions {
   /** At most this many items pass... */
@@ -11,13 +12,16 @@ export interface RateLimitOptions {
   intervalMs: number;
   clock?: Clock;
   timers?: Timers;
+  /** When given, the lease of an item still waiting for its turn is released if the stream is destroyed. */
+  producer?: LeaseReleaser;
 }
 
 /**
  * Lets at most `limit` items through per sliding `intervalMs`; the rest wait
  * (holding the write callback, so upstream feels the backpressure). Items pass
  * unchanged and in order. Use it in front of a sink that calls a rate-limited
- * API; leases waiting here still count against the producer's `maxDemand`.
+ * API; leases waiting here still count against the producer's `maxDemand`
+ * (given a `producer`, the waiting one is released on destroy).
  */
 export function createRateLimit<C = unknown>(options: RateLimitOptions): RateLimit<C> {
   return new RateLimit<C>(options);
@@ -31,6 +35,9 @@ export class RateLimit<C = unknown> extends Transform {
   /** Pass times of the last `limit` items, oldest first. */
   readonly #passedAt: number[] = [];
   #timer: ScheduledTimer | null = null;
+  /** The item waiting for its turn (the write callback is held until it passes). */
+  #waiting: C | null = null;
+  readonly #producer: LeaseReleaser | undefined;
 
   constructor(options: RateLimitOptions) {
     if (options === null || typeof options !== 'object') {
@@ -43,6 +50,7 @@ export class RateLimit<C = unknown> extends Transform {
     this.intervalMs = intervalMs;
     this.#clock = options.clock ?? systemClock;
     this.#timers = options.timers ?? systemTimers;
+    this.#producer = options.producer;
   }
 
   override _transform(item: C, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
@@ -52,11 +60,13 @@ export class RateLimit<C = unknown> extends Transform {
       const now = this.#clock.now();
       while (this.#passedAt.length > 0 && this.#passedAt[0]! <= now - this.intervalMs) this.#passedAt.shift();
       if (this.#passedAt.length < this.limit) {
+        this.#waiting = null;
         this.#passedAt.push(now);
         this.push(item);
         callback();
         return;
       }
+      this.#waiting = item;
       this.#timer = this.#timers.schedule(this.#passedAt[0]! + this.intervalMs - now, admit);
     };
     admit();
@@ -65,6 +75,9 @@ export class RateLimit<C = unknown> extends Transform {
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.#timer?.cancel();
     this.#timer = null;
-    callback(error);
+    const waiting = this.#waiting;
+    this.#waiting = null;
+    if (!this.#producer || waiting === null) return callback(error);
+    releaseHeld(this.#producer, [waiting], this).then(() => callback(error));
   }
 }

@@ -1,4 +1,4 @@
-import { Readable, Writable } from 'node:stream';
+import { Readable, type Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
@@ -266,3 +266,48 @@ describe('rate limit and batch transforms', () => {
     expect(out).toEqual([[1, 2, 3], [4], [5]]);
   });
 });
+
+for (const factory of backendFactories) {
+  describe(`transforms give back held leases on destroy (${factory.name})`, () => {
+    const fx = useStreamsFixture(factory);
+
+    async function destroyedPipeline(stage: Transform, producer: Readable, ready: () => boolean): Promise<void> {
+      const abort = new AbortController();
+      const done = pipeline(producer, stage, collect<unknown>([]), { signal: abort.signal }).catch((e: unknown) => e);
+      await waitFor(ready);
+      abort.abort();
+      await done;
+    }
+
+    it('a rate limit releases the lease waiting for its turn', async () => {
+      const { rheo, stream, group, timers, clock } = fx();
+      await fx().append(2);
+      const producer = fx().producer<Tick>({ maxDemand: 2, minDemand: 2 });
+      const passed: number[] = [];
+      const limiter = createRateLimit<Lease<Tick>>({ limit: 1, intervalMs: 1000, clock, timers, producer });
+      limiter.on('data', (lease: Lease<Tick>) => passed.push(lease.event.sequence));
+      await destroyedPipeline(limiter, producer, () => passed.length === 1 && timers.pendingDelays().length > 0);
+      const again = await rheo.fetch(stream, group, { limit: 10 });
+      expect(again.map((l) => [l.event.sequence, l.attempt])).toEqual([[2, 1]]);
+    });
+
+    it('a batch transform releases the leases of its unfinished batch', async () => {
+      const { rheo, stream, group, timers } = fx();
+      await fx().append(2);
+      const producer = fx().producer<Tick>({ maxDemand: 2, minDemand: 2 });
+      const batcher = createBatchTransform<Lease<Tick>>({ size: 5, timeMs: 60_000, timers, producer });
+      let received = 0;
+      producer.on('fetched', (info: { count: number }) => (received += info.count));
+      await destroyedPipeline(batcher, producer, () => received === 2 && producer.inflightCount === 2 && timers.pendingDelays().length > 0);
+      const again = await rheo.fetch(stream, group, { limit: 10 });
+      expect(again.map((l) => [l.event.sequence, l.attempt])).toEqual([
+        [1, 1],
+        [2, 1],
+      ]);
+    });
+  });
+}
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  await until(async () => condition(), 'the stage holds its leases');
+}
