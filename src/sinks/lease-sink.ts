@@ -1,5 +1,4 @@
 import { Writable } from 'node:stream';
-import pLimit, { type LimitFunction } from 'p-limit';
 import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
@@ -7,7 +6,6 @@ import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { LazyAbort } from './lazy-abort.js';
 
 import {
-  LostLeases,
   settleLease,
   settlementOf,
   thrownSettlement,
@@ -40,7 +38,7 @@ export interface LeaseSinkOptions<T extends JsonValue = JsonValue> {
 
 /**
  * An object-mode `Writable` that runs `handle(lease, { signal })` for every
- * lease with bounded concurrency (p-limit) and settles by the outcome.
+ * lease with bounded concurrency and settles by the outcome.
  * `end()` (or the end of the pipeline) waits for every handler and settle.
  * A failed settle is an event (`lease-lost`, `settle-error`), never an error.
  * Destroying the sink aborts running handlers' signals and releases leases
@@ -65,18 +63,64 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly concurrency: number;
   readonly #producer: LeaseSettler<T>;
   readonly #handle: LeaseSinkOptions<T>['handle'];
-  readonly #limit: LimitFunction;
   readonly #maxQueued: number;
-  readonly #queued = new Map<string, Lease<T>>();
+  /**
+   * Accepted and not started, oldest first from `#head`. A slot is `null`
+   * when its lease was lost while it waited. A plain array with a head index
+   * instead of p-limit: p-limit costs a chain of promises per lease, which
+   * profiles of this sink showed as a large share of its time.
+   */
+  #queue: Array<Lease<T> | null> = [];
+  #head = 0;
+  #queuedCount = 0;
   readonly #running = new Map<string, LazyAbort>();
-  readonly #tasks = new Set<Promise<void>>();
-  readonly #shutdown = new AbortController();
+  /** Handlers running plus settles not answered yet: `_final` waits for zero. */
+  #busy = 0;
+  #idle: (() => void) | null = null;
+  #pumpScheduled = false;
+  #pumping = false;
+  #destroyed = false;
   #waitingWrite: (() => void) | null = null;
-  readonly #lost = new LostLeases();
   readonly #onLost = (info: LeaseLostInfo<T>): void => {
-    const running = this.#running.get(info.lease.leaseId);
-    if (running) running.abort(info.error);
-    else if (this.#queued.has(info.lease.leaseId)) this.#lost.add(info.lease.leaseId);
+    const id = info.lease.leaseId;
+    const running = this.#running.get(id);
+    if (running) return running.abort(info.error);
+    // Lost while queued (renewal answered stale_lease): its settle would be refused anyway.
+    for (let i = this.#head; i < this.#queue.length; i++) {
+      if (this.#queue[i]?.leaseId === id) {
+        this.#queue[i] = null;
+        this.#queuedCount--;
+        this.#resumeWrite();
+        this.#checkIdle();
+        return;
+      }
+    }
+  };
+  readonly #pump = (): void => {
+    this.#pumpScheduled = false;
+    this.#pumping = true;
+    while (this.#running.size < this.concurrency && this.#queuedCount > 0 && !this.#destroyed) {
+      const lease = this.#queue[this.#head];
+      this.#queue[this.#head++] = null;
+      if (lease === null || lease === undefined) continue;
+      this.#queuedCount--;
+      this.#start(lease);
+    }
+    this.#pumping = false;
+    if (this.#head === this.#queue.length) {
+      this.#queue = [];
+      this.#head = 0;
+    }
+    this.#resumeWrite();
+  };
+  readonly #settled = (): void => {
+    this.#busy--;
+    this.#checkIdle();
+  };
+  /** `settleLease` never rejects unless an event listener threw: count it, and let the rejection surface. */
+  readonly #settleThrew = (error: unknown): never => {
+    this.#settled();
+    throw error;
   };
 
   constructor(options: LeaseSinkOptions<T>) {
@@ -90,7 +134,6 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     this.#maxQueued = maxQueued;
     this.#producer = options.producer;
     this.#handle = options.handle;
-    this.#limit = pLimit({ concurrency, rejectOnClear: true });
     this.#producer.on('lease-lost', this.#onLost);
   }
 
@@ -101,36 +144,39 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
 
   /** Leases accepted and waiting for a free slot. */
   get queuedCount(): number {
-    return this.#queued.size;
+    return this.#queuedCount;
   }
 
   override _write(lease: Lease<T>, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.#queued.set(lease.leaseId, lease);
-    const task = this.#limit(() => this.#run(lease)).catch(() => {
-      // Cleared from the queue by destroy: _destroy releases the lease.
-    });
-    this.#tasks.add(task);
-    void task.finally(() => {
-      this.#tasks.delete(task);
-      this.#resumeWrite();
-    });
-    if (this.#limit.pendingCount <= this.#maxQueued) callback();
+    this.#queue.push(lease);
+    this.#queuedCount++;
+    // Handlers start in a microtask, never inside `_write`: one pump starts
+    // every lease written in the same synchronous run.
+    if (!this.#pumpScheduled) {
+      this.#pumpScheduled = true;
+      queueMicrotask(this.#pump);
+    }
+    if (this.#queuedCount <= this.#maxQueued) callback();
     else this.#waitingWrite = () => callback();
   }
 
   override _final(callback: (error?: Error | null) => void): void {
-    this.#whenIdle().then(() => {
+    const finish = (): void => {
       this.#producer.off('lease-lost', this.#onLost);
       callback();
-    }, callback);
+    };
+    if (this.#busy === 0 && this.#queuedCount === 0) return finish();
+    this.#idle = finish;
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#shutdown.abort(error ?? new Error('lease sink destroyed'));
-    this.#limit.clearQueue();
-    for (const abort of this.#running.values()) abort.abort(this.#shutdown.signal.reason);
-    const unstarted = [...this.#queued.values()];
-    this.#queued.clear();
+    this.#destroyed = true;
+    const reason = error ?? new Error('lease sink destroyed');
+    for (const abort of this.#running.values()) abort.abort(reason);
+    const unstarted = this.#queue.slice(this.#head).filter((lease): lease is Lease<T> => lease !== null);
+    this.#queue = [];
+    this.#head = 0;
+    this.#queuedCount = 0;
     this.#producer.off('lease-lost', this.#onLost);
     Promise.all(unstarted.map((lease) => settleLease(this.#producer, lease, { kind: 'release' }, this))).then(
       () => callback(error),
@@ -138,46 +184,79 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     );
   }
 
-  async #whenIdle(): Promise<void> {
-    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
-  }
-
   #resumeWrite(): void {
-    if (this.#waitingWrite && this.#limit.pendingCount <= this.#maxQueued) {
+    if (this.#waitingWrite && this.#queuedCount <= this.#maxQueued) {
       const resume = this.#waitingWrite;
       this.#waitingWrite = null;
       resume();
     }
   }
 
-  async #run(lease: Lease<T>): Promise<void> {
-    if (!this.#queued.delete(lease.leaseId)) return;
-    // Lost while queued (renewal answered stale_lease): its settle would be refused anyway.
-    if (this.#lost.take(lease.leaseId)) return;
+  /**
+   * Runs the handler; a handler that returns no promise is settled at once,
+   * without a promise of its own (most no-op and CPU-bound handlers).
+   */
+  #start(lease: Lease<T>): void {
     const abort = new LazyAbort();
     this.#running.set(lease.leaseId, abort);
-    const context = {} as LeaseHandlerContext;
-    Object.defineProperty(context, 'signal', { get: () => abort.signal, enumerable: true });
-    let settlement: Settlement;
+    this.#busy++;
+    let outcome: LeaseOutcome | Promise<LeaseOutcome>;
     try {
-      settlement = settlementOf(await this.#handle(lease, context));
+      outcome = this.#handle(lease, new SinkHandlerContext(abort));
     } catch (error) {
-      if (this.#shutdown.signal.aborted) settlement = { kind: 'release' };
-      else {
-        this.emit('handler-error', { lease, error });
-        settlement = thrownSettlement(error);
-      }
-    } finally {
-      this.#running.delete(lease.leaseId);
+      return this.#finish(lease, this.#failed(lease, error));
     }
+    if (isThenable(outcome)) {
+      Promise.resolve(outcome).then(
+        (value) => this.#finish(lease, settlementOf(value)),
+        (error: unknown) => this.#finish(lease, this.#failed(lease, error)),
+      );
+    } else {
+      this.#finish(lease, settlementOf(outcome));
+    }
+  }
+
+  #failed(lease: Lease<T>, error: unknown): Settlement {
+    if (this.#destroyed) return { kind: 'release' };
+    this.emit('handler-error', { lease, error });
+    return thrownSettlement(error);
+  }
+
+  #finish(lease: Lease<T>, settlement: Settlement): void {
+    this.#running.delete(lease.leaseId);
     // The slot frees as soon as the handler is done: the settle joins the
     // producer's next coalesced call while the next handler runs. Demand stays
     // bounded because the producer confirms only once the settle is answered.
-    this.#track(settleLease(this.#producer, lease, settlement, this));
+    void settleLease(this.#producer, lease, settlement, this).then(this.#settled, this.#settleThrew);
+    // A handler that finished inside the pump loop leaves the loop to start the next one.
+    if (this.#queuedCount > 0 && !this.#pumping) this.#pump();
   }
 
-  #track(task: Promise<void>): void {
-    this.#tasks.add(task);
-    void task.finally(() => this.#tasks.delete(task));
+  #checkIdle(): void {
+    if (this.#busy > 0 || this.#queuedCount > 0 || !this.#idle) return;
+    const idle = this.#idle;
+    this.#idle = null;
+    idle();
   }
+}
+
+/** The `{ signal }` a handler gets; the signal is created only when read. */
+class SinkHandlerContext implements LeaseHandlerContext {
+  readonly #abort: LazyAbort;
+
+  constructor(abort: LazyAbort) {
+    this.#abort = abort;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+}
+
+function isThenable<V>(value: V | Promise<V>): value is Promise<V> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }

@@ -96,6 +96,98 @@ for (const factory of backendFactories) {
       await done;
       expect(faulty.settles.filter((s) => s.kind === 'ack' && s.ok)).toHaveLength(4);
     });
+
+    it('runs at most `concurrency` handlers at once, oldest lease first', async () => {
+      const { faulty, rheo, stream, group } = fx();
+      await fx().append(12);
+      const leases = await rheo.fetch(stream, group, { limit: 12 });
+      const producer = fx().producer();
+      const started: number[] = [];
+      let peak = 0;
+      const sink = createLeaseSink({
+        producer,
+        concurrency: 3,
+        handle: async (lease) => {
+          started.push(lease.event.sequence);
+          peak = Math.max(peak, sink.activeCount);
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        },
+      });
+      await pipeline(Readable.from(leases), sink);
+      expect(peak).toBe(3);
+      expect(started).toEqual(leases.map((l) => l.event.sequence));
+      expect(faulty.settles.filter((s) => s.kind === 'ack' && s.ok)).toHaveLength(12);
+    });
+
+    it('a synchronous handler works through a long queue and acks every lease', async () => {
+      const { rheo, stream, group } = fx();
+      await fx().append(500);
+      const leases = await rheo.fetch(stream, group, { limit: 500 });
+      const producer = fx().producer();
+      let handled = 0;
+      const sink = createLeaseSink({ producer, concurrency: 2, handle: () => void handled++ });
+      await pipeline(Readable.from(leases), sink);
+      expect(handled).toBe(500);
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
+
+    it('destroying the sink aborts running handlers and releases leases never started', async () => {
+      const { faulty, rheo, stream, group } = fx();
+      await fx().append(3);
+      const leases = await rheo.fetch(stream, group, { limit: 3 });
+      const producer = fx().producer();
+      let signal: AbortSignal | null = null;
+      const sink = createLeaseSink({
+        producer,
+        handle: (_lease, context) => {
+          signal = context.signal;
+          return new Promise<void>(() => {}); // never settles
+        },
+      });
+      const done = pipeline(Readable.from(leases), sink).catch((error: unknown) => error);
+      await until(() => sink.activeCount === 1 && sink.queuedCount === 2, 'one runs, two wait');
+      sink.destroy(new Error('stop'));
+      await done;
+      await until(() => faulty.settles.length === 2, 'the waiting leases are released');
+      expect(faulty.settles.map((s) => [s.kind, s.sequence, s.ok])).toEqual([
+        ['release', 2, true],
+        ['release', 3, true],
+      ]);
+      expect(signal!.aborted).toBe(true);
+    });
+
+    it('skips a lease lost while it waited for a slot, and still ends', async () => {
+      const { rheo, clock, timers, stream, group, faulty } = fx();
+      await fx().append(2);
+      const producer = fx().producer({ maxDemand: 2, leaseMs: 1000 });
+      const started: number[] = [];
+      let release: () => void = () => {};
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const sink = createLeaseSink({
+        producer,
+        handle: (lease) => {
+          started.push(lease.event.sequence);
+          void producer.drain();
+          return gate;
+        },
+      });
+      const lost: SinkLeaseLostInfo<unknown>[] = [];
+      sink.on('lease-lost', (info) => lost.push(info));
+      let producerLost = 0;
+      producer.on('lease-lost', () => producerLost++);
+      const done = pipeline(producer, sink);
+      await until(() => sink.activeCount === 1 && sink.queuedCount === 1, 'one runs, one waits');
+      // Both leases expire and another worker takes them; the next renewal finds both stale.
+      clock.advance(1500);
+      expect(await rheo.fetch(stream, group, { limit: 2, consumerId: 'thief' })).toHaveLength(2);
+      timers.runDue();
+      await until(() => producerLost === 2, 'the renewal reports both leases lost');
+      release();
+      await done;
+      expect(started).toEqual([1]);
+      expect(lost.map((l) => l.lease.event.sequence)).toEqual([1]);
+      expect(faulty.settlesOf(0, 2)).toEqual([]);
+    });
   });
 
   describe(`batch sink (${factory.name})`, () => {
