@@ -97,7 +97,17 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       initialMs: options.fetchBackoff?.initialMs ?? Math.min(resolved.pollMs, 100),
       maxMs: options.fetchBackoff?.maxMs ?? 30_000,
     };
-    this.#batcher = new SettleBatcher((ops) => source.settleMany(ops), resolved.maxSettleBatch);
+    // The answer of each settle is reported and confirmed by the batcher's
+    // hook, before the caller's promise settles: no promise per settle here.
+    this.#batcher = new SettleBatcher((ops) => source.settleMany(ops), resolved.maxSettleBatch, 2, (op, error) => {
+      const leaseId = op.lease.leaseId;
+      try {
+        this.#report.settled(op, error);
+      } finally {
+        // A fenced or expired lease must not be renewed either: confirm regardless.
+        this.confirm(leaseId);
+      }
+    });
     this.#tracker = new InflightTracker<T>({
       leaseMs: resolved.leaseMs,
       timers: this.timers,
@@ -227,19 +237,10 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     return super.emit(event, ...args);
   }
 
-  async #settle(op: Parameters<SettleBatcher['settle']>[0] & { lease: Lease<T> }): Promise<void> {
-    const leaseId = op.lease.leaseId;
-    this.#tracker.markSettling(leaseId);
-    try {
-      await this.#batcher.settle(op);
-      this.#report.settled(op, null);
-    } catch (error) {
-      this.#report.settled(op, error);
-      throw error;
-    } finally {
-      // A fenced or expired lease must not be renewed either: confirm regardless.
-      this.confirm(leaseId);
-    }
+  /** Settles durably through the batcher, whose hook reports and confirms (see the constructor). */
+  #settle(op: Parameters<SettleBatcher['settle']>[0] & { lease: Lease<T> }): Promise<void> {
+    this.#tracker.markSettling(op.lease.leaseId);
+    return this.#batcher.settle(op);
   }
 
   #freed(): void {

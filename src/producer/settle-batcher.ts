@@ -5,6 +5,13 @@ import type { SettleRequest } from '../rheo.js';
 /** The one facade call the batcher needs: mixed settles in one backend round trip. */
 export type SettleManyFn = (ops: SettleRequest[]) => Promise<SettleResult[]>;
 
+/**
+ * Told about every op's answer (`null` on success) before its promise
+ * settles, so the owner's per-op bookkeeping costs no promise of its own. A
+ * throw rejects that op's promise with what was thrown.
+ */
+export type SettledHook = (op: SettleRequest, error: RheoError | null) => void;
+
 interface Pending {
   op: SettleRequest;
   resolve: () => void;
@@ -26,14 +33,16 @@ export class SettleBatcher {
   readonly #settleMany: SettleManyFn;
   readonly #maxBatch: number;
   readonly #maxConcurrentCalls: number;
+  readonly #onSettled: SettledHook | null;
   #queue: Pending[] = [];
   #scheduled: NodeJS.Immediate | null = null;
   #inFlight = new Set<Promise<void>>();
 
-  constructor(settleMany: SettleManyFn, maxBatch = 500, maxConcurrentCalls = 2) {
+  constructor(settleMany: SettleManyFn, maxBatch = 500, maxConcurrentCalls = 2, onSettled: SettledHook | null = null) {
     this.#settleMany = settleMany;
     this.#maxBatch = maxBatch;
     this.#maxConcurrentCalls = maxConcurrentCalls;
+    this.#onSettled = onSettled;
   }
 
   /** Settles queued but not yet sent. */
@@ -85,13 +94,23 @@ export class SettleBatcher {
         error instanceof RheoError
           ? error
           : new RheoError('internal', `settle failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
-      for (const p of batch) p.reject(failure);
+      for (const p of batch) this.#answer(p, failure);
       return;
     }
-    batch.forEach((p, i) => {
+    for (let i = 0; i < batch.length; i++) {
       const result = results[i];
-      if (result?.ok) p.resolve();
-      else p.reject(result?.error ?? new RheoError('internal', 'settleMany returned too few results'));
-    });
+      if (result?.ok) this.#answer(batch[i]!, null);
+      else this.#answer(batch[i]!, result?.error ?? new RheoError('internal', 'settleMany returned too few results'));
+    }
+  }
+
+  #answer(p: Pending, error: RheoError | null): void {
+    try {
+      this.#onSettled?.(p.op, error);
+    } catch (thrown) {
+      return p.reject(thrown as RheoError);
+    }
+    if (error) p.reject(error);
+    else p.resolve();
   }
 }
