@@ -7,7 +7,7 @@ import { leaseInfo, type RheoEventMap } from '../observability/lease-events.js';
 import type { ProducerSource } from '../producer/producer-options.js';
 import { RheoProducer } from '../producer/rheo-producer.js';
 import type { Timers } from '../producer/timers.js';
-import type { LeaseOutcome, LeaseSettler } from '../sinks/lease-outcome.js';
+import { isThenable, type LeaseOutcome, type LeaseSettler } from '../sinks/lease-outcome.js';
 import { createLeaseSink, type LeaseSink } from '../sinks/lease-sink.js';
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
 import type { ConsumeOptions, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
@@ -62,7 +62,9 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
   readonly #timers: Timers;
   readonly #runs = new Map<string, HandlerRun<T>>();
   readonly #decisions = new Map<string, Decision>();
-  readonly #settling = new Set<Promise<void>>();
+  /** Settles and releases under way; `#drain` waits for zero. */
+  #settlingCount = 0;
+  #settledWaiters: Array<() => void> = [];
   readonly #counters: SettleCounters & { handled: number; fetchErrors: number; released: number } = {
     handled: 0,
     acked: 0,
@@ -79,6 +81,20 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
   #state: ConsumerState = 'running';
   #stopping: Promise<void> | null = null;
   readonly #onAbort = (): void => void this.stop().catch(() => undefined);
+  readonly #gauge = {
+    started: (): void => void this.#handlersRunning++,
+    settled: (): void => void this.#handlersRunning--,
+  };
+  readonly #untrack = (): void => {
+    if (--this.#settlingCount > 0) return;
+    const waiters = this.#settledWaiters;
+    this.#settledWaiters = [];
+    for (const wake of waiters) wake();
+  };
+  readonly #untrackThrew = (error: unknown): never => {
+    this.#untrack();
+    throw error;
+  };
 
   constructor(source: ConsumerSource, options: ConsumeOptions<T>) {
     super();
@@ -102,7 +118,9 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     this.#timers = this.#producer.timers;
     this.#gate = new LeaseGate<T>({
       orderKey: o.orderKey,
-      onArrive: (lease) => this.emit('lease', leaseInfo(lease)),
+      onArrive: (lease) => {
+        if (this.listenerCount('lease') > 0) this.emit('lease', leaseInfo(lease));
+      },
       onLateLease: (lease) => this.#track(this.#release([lease])),
     });
     this.#sink = createLeaseSink<T>({
@@ -185,7 +203,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
       }
       await this.#pipelineDone;
     }
-    while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
+    while (this.#settlingCount > 0) await new Promise<void>((resolve) => this.#settledWaiters.push(resolve));
     await this.#producer.close();
     this.#state = 'stopped';
     report(this, 'drain', {
@@ -198,8 +216,12 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     });
   }
 
-  /** The sink calls this when a slot is free. Returns a dummy outcome: the real decision is in `#decisions`. */
-  async #handle(lease: Lease<T>): Promise<LeaseOutcome> {
+  /**
+   * The sink calls this when a slot is free. Returns a dummy outcome (the
+   * real decision is in `#decisions`), at once when the handler returned a
+   * plain value, so a fast handler costs the sink no promise.
+   */
+  #handle(lease: Lease<T>): LeaseOutcome | Promise<LeaseOutcome> {
     const id = lease.leaseId;
     if (!this.#gate.start(id)) {
       this.#decisions.set(id, 'skip');
@@ -210,16 +232,19 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     // Runs are interrupted by the consumer itself: on 'lease-lost' from the
     // producer, at the stop timeout, and when the pipeline breaks. Not
     // subscribing to the sink's per-lease signal keeps that signal unallocated.
-    const result = await run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, {
-      started: () => this.#handlersRunning++,
-      settled: () => this.#handlersRunning--,
-    });
-    this.#runs.delete(id);
+    const result = run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
+    if (isThenable(result)) return result.then((r) => this.#ran(run, r));
+    return this.#ran(run, result);
+  }
+
+  #ran(run: HandlerRun<T>, result: RunResult): LeaseOutcome {
+    const lease = run.lease;
+    this.#runs.delete(lease.leaseId);
     this.#counters.handled++;
     if (result.kind === 'nack' && result.failure) {
       report(this, 'handler-error', { ...leaseInfo(lease), kind: result.failure.kind, error: result.failure.error });
     }
-    this.#decisions.set(id, result);
+    this.#decisions.set(lease.leaseId, result);
     return 'ack';
   }
 
@@ -244,14 +269,12 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     const id = lease.leaseId;
     const decision = this.#decisions.get(id) ?? 'skip';
     this.#decisions.delete(id);
-    const work = (async () => {
-      try {
-        if (decision !== 'skip') await carryOut(this.#producer, lease, decision, this.#counters, this);
-      } finally {
-        this.#gate.finish(id);
-      }
-    })();
-    return this.#track(work);
+    if (decision === 'skip') {
+      this.#gate.finish(id);
+      return Promise.resolve();
+    }
+    const finish = (): void => this.#gate.finish(id);
+    return this.#track(carryOut(this.#producer, lease, decision, this.#counters, this).finally(finish));
   }
 
   async #release(leases: Lease<T>[]): Promise<void> {
@@ -261,9 +284,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
   }
 
   #track(work: Promise<void>): Promise<void> {
-    this.#settling.add(work);
-    void work.finally(() => this.#settling.delete(work));
-    return work;
+    this.#settlingCount++;
+    return work.then(this.#untrack, this.#untrackThrew);
   }
 
   #listenToProducer(): void {

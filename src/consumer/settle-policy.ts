@@ -16,6 +16,11 @@ export interface SettleCounters {
 
 type Settler<T extends JsonValue> = Pick<RheoProducer<T>, 'ack' | 'nack' | 'reject' | 'release'>;
 
+type SettleKind = 'ack' | 'nack' | 'reject' | 'release';
+
+/** Where settle events go; `listenerCount` lets the hot path skip building an event nobody hears. */
+export type HeardEvents = EventSink & { listenerCount(event: string): number };
+
 /**
  * Codes after which the outcome of a write is unknown: the ack may already be
  * durable, or may still commit on a connection we lost. A nack gains nothing
@@ -44,51 +49,43 @@ export async function carryOut<T extends JsonValue>(
   lease: Lease<T>,
   result: RunResult,
   counters: SettleCounters,
-  events: EventSink,
+  events: HeardEvents,
 ): Promise<void> {
-  const info = leaseInfo(lease);
   if (result.kind === 'lost') return; // reported when the loss was noticed
-  const failed = (op: 'ack' | 'nack' | 'reject' | 'release', error: RheoError): void => {
-    if (error.code === 'stale_lease') {
-      counters.lost++;
-      events.emit('lease-lost', { ...info, error });
-      return;
-    }
-    counters.settleErrors++;
-    events.emit('settle-error', { ...info, op, error });
-  };
+  const failed = (op: SettleKind, error: RheoError): void => reportFailure(lease, op, error, counters, events);
   switch (result.kind) {
     case 'ack': {
-      const error = await attempt(() => producer.ack(lease));
+      const error = await answerOf(producer.ack(lease));
       if (!error) {
         counters.acked++;
-        events.emit('ack', info);
+        // The hot path: an ack nobody listens to builds no event.
+        if (events.listenerCount('ack') > 0) events.emit('ack', leaseInfo(lease));
         return;
       }
       const unknown = OUTCOME_UNKNOWN.has(error.code);
       failed('ack', error);
       if (unknown || error.code === 'stale_lease') return;
       const reason = `ack failed (${error.code}): ${error.message}`;
-      const nackError = await attempt(() => producer.nack(lease, reason, { delayMs: 0 }));
+      const nackError = await answerOf(producer.nack(lease, reason, { delayMs: 0 }));
       if (nackError) failed('nack', nackError);
       else {
         counters.retried++;
-        events.emit('retry', { ...info, reason, delayMs: 0 });
+        events.emit('retry', { ...leaseInfo(lease), reason, delayMs: 0 });
       }
       return;
     }
     case 'nack': {
-      const error = await attempt(() => producer.nack(lease, result.reason, { delayMs: result.delayMs }));
+      const error = await answerOf(producer.nack(lease, result.reason, { delayMs: result.delayMs }));
       if (error) return failed('nack', error);
       counters.retried++;
-      events.emit('retry', { ...info, reason: result.reason, delayMs: result.delayMs });
+      events.emit('retry', { ...leaseInfo(lease), reason: result.reason, delayMs: result.delayMs });
       return;
     }
     case 'reject': {
-      const error = await attempt(() => producer.reject(lease, result.reason));
+      const error = await answerOf(producer.reject(lease, result.reason));
       if (error) return failed('reject', error);
       counters.deadLettered++;
-      events.emit('dead-letter', { ...info, reason: result.reason });
+      events.emit('dead-letter', { ...leaseInfo(lease), reason: result.reason });
       return;
     }
   }
@@ -103,27 +100,35 @@ export async function releaseUnstarted<T extends JsonValue>(
 ): Promise<void> {
   await Promise.all(
     leases.map(async (lease) => {
-      const error = await attempt(() => producer.release(lease));
-      if (!error) return;
-      const info = leaseInfo(lease);
-      if (error.code === 'stale_lease') {
-        counters.lost++;
-        events.emit('lease-lost', { ...info, error });
-      } else {
-        counters.settleErrors++;
-        events.emit('settle-error', { ...info, op: 'release', error });
-      }
+      const error = await answerOf(producer.release(lease));
+      if (error) reportFailure(lease, 'release', error, counters, events);
     }),
   );
 }
 
-async function attempt(fn: () => Promise<void>): Promise<RheoError | null> {
-  try {
-    await fn();
-    return null;
-  } catch (error) {
-    return isRheoError(error)
-      ? error
-      : new RheoError('internal', `settle failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+/** `stale_lease`: the lease was already taken away (`lease-lost`); anything else is a `settle-error`. */
+function reportFailure(lease: Lease<unknown>, op: SettleKind, error: RheoError, counters: SettleCounters, events: EventSink): void {
+  const info = leaseInfo(lease);
+  if (error.code === 'stale_lease') {
+    counters.lost++;
+    events.emit('lease-lost', { ...info, error });
+    return;
   }
+  counters.settleErrors++;
+  events.emit('settle-error', { ...info, op, error });
+}
+
+/** A settle's answer: `null` when it succeeded, else its error as a `RheoError`. Never rejects. */
+function answerOf(settle: Promise<void>): Promise<RheoError | null> {
+  return settle.then(noError, asSettleError);
+}
+
+function noError(): null {
+  return null;
+}
+
+function asSettleError(error: unknown): RheoError {
+  return isRheoError(error)
+    ? error
+    : new RheoError('internal', `settle failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
 }

@@ -99,6 +99,15 @@ function describeOutcome(value: unknown): string {
   return describe(value);
 }
 
+/** Whether a handler returned a promise (or any thenable) rather than a plain outcome. */
+export function isThenable<V>(value: V | PromiseLike<V>): value is PromiseLike<V> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
 /** A throw nacks with the error as reason. */
 export function thrownSettlement(error: unknown): Settlement {
   const message = error instanceof Error ? error.message || error.name : String(error);

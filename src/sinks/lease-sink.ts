@@ -6,6 +6,7 @@ import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { LazyAbort } from './lazy-abort.js';
 
 import {
+  isThenable,
   settleLease,
   settlementOf,
   thrownSettlement,
@@ -251,12 +252,4 @@ class SinkHandlerContext implements LeaseHandlerContext {
   get signal(): AbortSignal {
     return this.#abort.signal;
   }
-}
-
-function isThenable<V>(value: V | Promise<V>): value is Promise<V> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
 }

@@ -71,6 +71,29 @@ for (const factory of backendFactories) {
       expect((log[1]!.payload as { reason: string }).reason).toContain('warehouse offline');
     });
 
+    it('an async handler settles by what its promise resolves to, and a rejection nacks like a throw', async () => {
+      const { rheo, stream, group, consume } = fx();
+      await rheo.appendBatch(stream, [{ payload: { n: 1 } }, { payload: { n: 2 } }]);
+      const consumer = consume<{ n: number }>({
+        concurrency: 2,
+        handler: async (event, { attempt }) => {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          if (event.payload.n === 1) return { reject: 'malformed order' };
+          if (attempt === 1) throw new Error('warehouse offline');
+          return 'ack';
+        },
+      });
+      const log = record(consumer, 'handler-error', 'dead-letter', 'ack');
+      await waitFor(() => consumer.stats().acked === 1 && consumer.stats().deadLettered === 1, 'both settled');
+      expect(log.filter((e) => e.event === 'handler-error').map((e) => e.payload)).toMatchObject([
+        { kind: 'threw', sequence: 2 },
+      ]);
+      expect((await rheo.deadLetters(stream, group)).map((d) => [d.event.sequence, d.reason])).toEqual([
+        [1, 'malformed order'],
+      ]);
+      expect(consumer.stats()).toMatchObject({ handled: 3, acked: 1, deadLettered: 1, retried: 1, inflight: 0 });
+    });
+
     it.each([
       ['a misspelt outcome', { retyr: 'x' }],
       ['a number', 42],
