@@ -171,6 +171,21 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect((await rheo.groupInfo('s', 'g')).inflight).toBe(1);
     });
 
+    it('after replaying below open deliveries, acking everything reaches lag 0 and offers nothing twice', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 5);
+      const leases = await rheo.fetch('s', 'g', { limit: 5 });
+      await rheo.ackMany(leases.slice(0, 2));
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      const again = await rheo.fetch('s', 'g', { limit: 10 });
+      expect(sequences(again)).toEqual([1, 2]);
+      expect((await rheo.ackMany([...leases.slice(2), ...again])).every((r) => r.ok)).toBe(true);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([5]);
+      expect(await rheo.fetch('s', 'g', { limit: 10 })).toEqual([]);
+    });
+
     it('a fromSequence beyond anything consumed changes nothing', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

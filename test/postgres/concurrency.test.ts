@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../src/backends/postgres/migrations/index.js';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { RheoError } from '../../src/core/errors.js';
@@ -125,7 +126,7 @@ describe('postgres concurrency', () => {
       await Promise.all(backends.map((b) => b.migrate()));
       await Promise.all(backends.map((b) => b.migrate()));
       const { rows } = await sharedPool().query<{ version: number }>(`SELECT version FROM "${schema}".migrations ORDER BY version`);
-      expect(rows.map((r) => r.version)).toEqual([1]);
+      expect(rows.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
       await backends[0]!.createStream('s', 1);
       expect((await backends[3]!.listStreams()).map((s) => s.name)).toEqual(['s']);
     } finally {

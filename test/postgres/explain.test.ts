@@ -103,6 +103,21 @@ describe('postgres hot statement plans', () => {
     }
   });
 
+  it('claim still reads the log by primary key for a stream newer than the statistics', async () => {
+    // Statistics gathered above know only stream 1: the planner estimates one
+    // row for any other stream_id, and an equality probe costs the same
+    // through events_stream_ts_idx, which walks the stream's log per lease.
+    await rheo.createStream('newer');
+    await rheo.createGroup('newer', 'g');
+    await rheo.appendBatch('newer', Array.from({ length: 2000 }, (_, j) => ({ payload: { n: j } })));
+    const { custom, generic } = await plans('rheo_claim_newer', claimSql(schema), [2, 2, [0], 500, null, 30_000, 'c', 5]);
+    for (const plan of [custom, generic]) {
+      const events = accesses(plan, 'events');
+      expect(events.length).toBeGreaterThan(0);
+      expect(events).toEqual(events.map(() => expect.stringContaining('events_pkey')));
+    }
+  });
+
   it('settle and renew find each lease by an exact deliveries primary-key match', async () => {
     for (const [name, text, params] of [
       ['rheo_settle', settleSql(schema), settleParams()],

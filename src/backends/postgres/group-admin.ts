@@ -76,6 +76,9 @@ export async function replayGroup(
   const label = { stream: g.stream.name, group: g.name, writes: true };
   await ctx.db.transaction({ action: `replay group "${g.name}" of stream "${g.stream.name}"`, ...label }, async (tx) => {
     await txQuery(tx, sql.lockCursors, [g.id, scope]);
+    // A replay moves cursors back below lease ranges or reopens sequences
+    // inside them; both paths work on rows, so the ranges become rows first.
+    await txQuery(tx, sql.explodeGroup, [g.id, scope]);
     if (spec.kind === 'fromSequence') {
       await txQuery(tx, sql.replayFrom, [g.id, scope, scope.map(() => spec.fromSequence)]);
       return;

@@ -14,7 +14,7 @@ import {
   resetSql,
   resolveFromTimeSql,
 } from './sql/groups.js';
-import { renewSql, settleSql } from './sql/settle.js';
+import { explodeGroupSql, renewSql, settleSql } from './sql/settle.js';
 import {
   createGroupSql,
   createStreamSql,
@@ -51,6 +51,7 @@ export function renderStatements(quotedSchema: string) {
     claim: prepared('claim', claimSql(s)),
     settle: prepared('settle', settleSql(s)),
     renew: prepared('renew', renewSql(s)),
+    explodeGroup: explodeGroupSql(s),
     createStream: createStreamSql(s),
     lookupStream: lookupStreamSql(s),
     listStreams: listStreamsSql(s),

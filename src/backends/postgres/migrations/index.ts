@@ -1,4 +1,5 @@
 import { migration001 } from './001_init.js';
+import { migration002 } from './002_lease_ranges.js';
 
 export interface Migration {
   readonly version: number;
@@ -8,7 +9,7 @@ export interface Migration {
 }
 
 /** Append-only, in version order. */
-export const MIGRATIONS: readonly Migration[] = [migration001];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
 

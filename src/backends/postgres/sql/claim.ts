@@ -6,10 +6,13 @@ import { eventColumns, nowSql } from '../rows.js';
  * the round trips per fetch are independent of `limit` (no N+1 per lease).
  *
  * Claim strategy (DESIGN.md §3, docs/semantics.md): new events are claimed by
- * advancing the group's per-partition cursor over the log and inserting one
- * row per leased delivery; acks delete those rows. Claiming never flags log
- * rows in place, so it does not decay as dead index entries pile up, and the
- * group's storage stays bounded by its unsettled window plus dead letters.
+ * advancing the group's per-partition cursor over the log. A contiguous run
+ * of them in one partition becomes ONE `lease_ranges` row (migration 002)
+ * whose leases are `token.sequence`; acks set its bits. Other open
+ * deliveries are one `deliveries` row each; acks delete them. Claiming never
+ * flags log rows in place, so it does not decay as dead index entries pile
+ * up, and the group's storage stays bounded by its unsettled window plus
+ * dead letters.
  *
  * Steps, with the index and lock each relies on:
  * 1. `cur`: lock the group's cursor rows for the requested partitions with
@@ -18,12 +21,14 @@ import { eventColumns, nowSql } from '../rows.js';
  *    this statement instead of claiming the same sequence twice, and the
  *    fixed lock order rules out deadlocks whatever the rotation. A waiter
  *    re-reads the advanced cursor (READ COMMITTED re-check of locked rows).
- * 2. `reopen`: claimable open deliveries (pending past their delay, or leases
- *    past expiry: `visible_at <= now`) through deliveries_visible_idx, lowest
- *    sequence first, FOR UPDATE SKIP LOCKED: a row being settled or claimed
- *    elsewhere is skipped, and a row reclaimed meanwhile fails the visible_at
- *    re-check. Rows whose next attempt would pass max_attempts are read
- *    separately (`spent`) so they never crowd out claimable ones.
+ * 2. `reopen`: claimable open deliveries rows (pending past their delay, or
+ *    leases past expiry: `visible_at <= now`), lowest sequence first, FOR
+ *    UPDATE SKIP LOCKED: a row being settled or claimed elsewhere is skipped,
+ *    and a row reclaimed meanwhile fails the visible_at re-check. Rows whose
+ *    next attempt would pass max_attempts are read separately (`spent`) so
+ *    they never crowd out claimable ones. `xr`/`xm`: the same for members of
+ *    expired lease ranges (attempt 1); the ones picked or dead-lettered here
+ *    leave their range (`took`), the rest stay in it under the old lease.
  * 3. `fresh`: the next sequences after the cursor (events PK range scan),
  *    skipping ones already open. Open rows above the cursor only exist after
  *    a replay, so the deliveries PK is probed only for sequences at or below
@@ -34,14 +39,17 @@ import { eventColumns, nowSql } from '../rows.js';
  *    is skipped.
  * 4. Round-robin: rank candidates within a partition (rn), then take them
  *    ordered by (rn, position of the partition in $3), so each partition gets
- *    one per round starting at the rotating first partition in $3.
- * 5. `spent` rows the walk would have passed are dead-lettered
- *    ("max attempts exceeded"); picked open rows get a new lease id and
- *    attempt + 1; picked fresh ones are inserted with attempt 1; cursors move
- *    to the highest fresh sequence picked. Leases are returned straight from
- *    `picked` (the rows are locked by this statement, so every write above
- *    applies): joining `picked` back to the modifying CTEs made the planner
- *    nest-loop two 500-row CTEs (250k comparisons, 70 ms per claim).
+ *    one per round starting at the rotating first partition in $3. The rows
+ *    come back unordered; leases.ts puts them in this order.
+ * 5. Spent deliveries the walk would have passed are dead-lettered
+ *    ("max attempts exceeded"); picked rows get a new lease id and
+ *    attempt + 1; picked members of expired ranges become rows at attempt 2;
+ *    picked fresh ones become one range per partition (or rows with their own
+ *    ids when a replay left them non-contiguous); cursors move to the highest
+ *    fresh sequence picked. Leases are returned straight from `picked` (the
+ *    rows are locked by this statement, so every write above applies):
+ *    joining `picked` back to the modifying CTEs made the planner nest-loop
+ *    two 500-row CTEs (250k comparisons, 70 ms per claim).
  *
  * Sent as a named prepared statement (statements.ts), so each connection
  * plans it once and soon switches to the generic plan. DESIGN.md §3 records a
@@ -92,6 +100,27 @@ spent AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
   ) d
 ),
+xr AS MATERIALIZED (
+  -- Expired lease ranges of these partitions (migration 002). The members
+  -- this claim picks (or dead-letters) leave their range; the rest stay in it,
+  -- still leased under the old token, exactly like expired deliveries rows
+  -- nobody has reclaimed yet. SKIP LOCKED like \`reopen\`: a range being
+  -- settled or split elsewhere is left to that statement.
+  SELECT cur.partition, cur.ord, r.first_seq, r.last_seq, r.settled
+  FROM cur CROSS JOIN LATERAL (
+    SELECT r.first_seq, r.last_seq, r.settled
+    FROM ${s}.lease_ranges r
+    WHERE r.group_id = $1 AND r.partition = cur.partition AND r.visible_at <= (SELECT now FROM clock)
+    ORDER BY r.first_seq
+    FOR UPDATE SKIP LOCKED
+  ) r
+),
+xm AS MATERIALIZED (
+  -- Their members still in the range, each a delivery at attempt 1.
+  SELECT xr.partition, xr.ord, m.sequence
+  FROM xr CROSS JOIN LATERAL generate_series(xr.first_seq, xr.last_seq) AS m(sequence)
+  WHERE get_bit(xr.settled, (m.sequence - xr.first_seq)::int) = 0
+),
 fresh AS MATERIALIZED (
   SELECT cur.partition, cur.ord, e.sequence
   FROM cur CROSS JOIN LATERAL (
@@ -107,16 +136,21 @@ fresh AS MATERIALIZED (
   ) e
 ),
 candidates AS MATERIALIZED (
-  SELECT partition, ord, sequence, attempt, false AS is_new FROM reopen
+  -- src: 'row' an open deliveries row, 'range' a member of an expired range,
+  -- 'new' a sequence never offered.
+  SELECT partition, ord, sequence, attempt, 'row' AS src FROM reopen
   UNION ALL
-  SELECT partition, ord, sequence, 0, true FROM fresh
+  SELECT partition, ord, sequence, 1, 'range' FROM xm WHERE 1 < $8
+  UNION ALL
+  SELECT partition, ord, sequence, 0, 'new' FROM fresh
+),
+spent_all AS MATERIALIZED (
+  SELECT partition, ord, sequence, attempt, 'row' AS src FROM spent
+  UNION ALL
+  SELECT partition, ord, sequence, 1, 'range' FROM xm WHERE 1 >= $8
 ),
 picked AS MATERIALIZED (
-  -- The fencing token is minted here, one per picked row (pg_strong_random
-  -- behind gen_random_uuid): sending a client-made id per possible claim cost
-  -- an escaped text array of \`limit\` ids per call and an O(k) array subscript
-  -- per row.
-  SELECT r.*, row_number() OVER (ORDER BY r.rn, r.ord) AS k, gen_random_uuid()::text AS lease_id
+  SELECT r.*
   FROM (
     SELECT c.*, row_number() OVER (PARTITION BY c.partition ORDER BY c.sequence) AS rn
     FROM candidates c
@@ -124,11 +158,30 @@ picked AS MATERIALIZED (
   ORDER BY r.rn, r.ord
   LIMIT $4
 ),
-passed AS (
-  -- A spent row is visited when the walk reaches its partition's turn in
-  -- round (claimable rows below it + 1) before the limit is hit.
-  SELECT x.partition, x.sequence, x.attempt
-  FROM spent x
+runs AS MATERIALIZED (
+  -- Per partition, the fresh sequences picked: one lease range when they are
+  -- contiguous (always, unless a replay left open rows above the cursor).
+  -- The fencing token is minted here (pg_strong_random behind
+  -- gen_random_uuid), one per range rather than one per lease.
+  SELECT partition, min(sequence) AS first_seq, max(sequence) AS last_seq,
+         count(*) = max(sequence) - min(sequence) + 1 AS contiguous,
+         gen_random_uuid()::text AS token
+  FROM picked
+  WHERE src = 'new'
+  GROUP BY partition
+),
+leased AS MATERIALIZED (
+  -- Members of a new range need no id of their own here (see the final SELECT).
+  SELECT p.partition, p.sequence, p.attempt, p.src, COALESCE(u.contiguous, false) AS ranged,
+         CASE WHEN u.contiguous THEN NULL ELSE gen_random_uuid()::text END AS lease_id
+  FROM picked p
+  LEFT JOIN runs u ON p.src = 'new' AND u.partition = p.partition
+),
+passed AS MATERIALIZED (
+  -- A spent delivery is visited when the walk reaches its partition's turn in
+  -- round (claimable candidates below it + 1) before the limit is hit.
+  SELECT x.partition, x.sequence, x.attempt, x.src
+  FROM spent_all x
   WHERE (
     SELECT count(*) FROM picked p
     WHERE (p.rn, p.ord) < (
@@ -140,7 +193,7 @@ passed AS (
 buried AS (
   DELETE FROM ${s}.deliveries d
   USING passed x
-  WHERE d.group_id = $1 AND d.partition = x.partition AND d.sequence = x.sequence
+  WHERE x.src = 'row' AND d.group_id = $1 AND d.partition = x.partition AND d.sequence = x.sequence
   RETURNING d.partition, d.sequence, d.attempt
 ),
 dead AS (
@@ -148,43 +201,127 @@ dead AS (
   SELECT $1, b.partition, b.sequence, b.attempt,
          'max attempts exceeded',
          (SELECT now FROM clock)
-  FROM buried b
+  FROM (
+    SELECT partition, sequence, attempt FROM buried
+    UNION ALL
+    SELECT partition, sequence, attempt FROM passed WHERE src = 'range'
+  ) b
   ORDER BY b.partition, b.sequence
+),
+took AS MATERIALIZED (
+  -- Per expired range, its bits with the members picked or dead-lettered here set.
+  SELECT xr.partition, xr.first_seq,
+         xr.settled | bit_or(set_bit(xr.settled # xr.settled, (t.sequence - xr.first_seq)::int, 1)) AS settled
+  FROM (
+    SELECT partition, sequence FROM picked WHERE src = 'range'
+    UNION ALL
+    SELECT partition, sequence FROM passed WHERE src = 'range'
+  ) t
+  JOIN xr ON xr.partition = t.partition AND t.sequence BETWEEN xr.first_seq AND xr.last_seq
+  GROUP BY xr.partition, xr.first_seq, xr.settled
+),
+emptied AS (
+  DELETE FROM ${s}.lease_ranges r
+  USING took t
+  WHERE r.group_id = $1 AND r.partition = t.partition AND r.first_seq = t.first_seq
+    AND bit_count(t.settled) = length(t.settled)
+),
+shrunk AS (
+  UPDATE ${s}.lease_ranges r
+  SET settled = t.settled
+  FROM took t
+  WHERE r.group_id = $1 AND r.partition = t.partition AND r.first_seq = t.first_seq
+    AND bit_count(t.settled) < length(t.settled)
 ),
 reclaimed AS (
   UPDATE ${s}.deliveries d
   SET attempt = d.attempt + 1,
-      lease_id = p.lease_id,
+      lease_id = l.lease_id,
       consumer_id = $7,
       leased_at = (SELECT now FROM clock),
       visible_at = (SELECT now FROM clock) + $6::float8 * interval '1 millisecond'
-  FROM picked p
-  WHERE NOT p.is_new AND d.group_id = $1 AND d.partition = p.partition AND d.sequence = p.sequence
+  FROM leased l
+  WHERE l.src = 'row' AND d.group_id = $1 AND d.partition = l.partition AND d.sequence = l.sequence
 ),
 inserted AS (
   INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, lease_id, consumer_id, leased_at, visible_at)
-  SELECT $1, p.partition, p.sequence, 1, p.lease_id, $7,
+  SELECT $1, l.partition, l.sequence, l.attempt + 1, l.lease_id, $7,
          (SELECT now FROM clock), (SELECT now FROM clock) + $6::float8 * interval '1 millisecond'
-  FROM picked p
-  WHERE p.is_new
+  FROM leased l
+  WHERE l.src = 'range' OR (l.src = 'new' AND NOT l.ranged)
+),
+opened AS (
+  INSERT INTO ${s}.lease_ranges (group_id, partition, first_seq, last_seq, token, consumer_id, leased_at, visible_at, settled)
+  SELECT $1, u.partition, u.first_seq, u.last_seq, u.token, $7,
+         (SELECT now FROM clock), (SELECT now FROM clock) + $6::float8 * interval '1 millisecond',
+         repeat('0', (u.last_seq - u.first_seq + 1)::int)::varbit
+  FROM runs u
+  WHERE u.contiguous
 ),
 advanced AS (
+  -- The cursor moves to the highest fresh sequence picked, and on over open
+  -- rows directly above it: after a replay moved it back below open
+  -- deliveries, leaving it under them would offer them again as fresh once
+  -- they are acked. Only partitions with open rows above the new top
+  -- (max_open, read in \`cur\`) look at deliveries.
   UPDATE ${s}.group_cursors c
-  SET cursor = m.top
-  FROM (SELECT partition, max(sequence) AS top FROM picked WHERE is_new GROUP BY partition) m
-  WHERE c.group_id = $1 AND c.partition = m.partition AND c.cursor < m.top
+  SET cursor = n.top
+  FROM (
+    SELECT t.partition,
+           CASE WHEN t.max_open IS NULL OR t.max_open <= t.top OR NOT EXISTS (
+                  SELECT 1 FROM ${s}.deliveries d
+                  WHERE d.group_id = $1 AND d.partition = t.partition AND d.sequence = t.top + 1
+                )
+                THEN t.top
+                ELSE (
+                  SELECT min(d.sequence) FROM ${s}.deliveries d
+                  WHERE d.group_id = $1 AND d.partition = t.partition AND d.sequence > t.top
+                    AND NOT EXISTS (
+                      SELECT 1 FROM ${s}.deliveries d2
+                      WHERE d2.group_id = $1 AND d2.partition = t.partition AND d2.sequence = d.sequence + 1
+                    )
+                )
+           END AS top
+    FROM (
+      SELECT cur.partition, cur.max_open, COALESCE(m.top, cur.cursor) AS top
+      FROM cur
+      LEFT JOIN (SELECT partition, max(sequence) AS top FROM picked WHERE src = 'new' GROUP BY partition) m
+        ON m.partition = cur.partition
+    ) t
+  ) n
+  WHERE c.group_id = $1 AND c.partition = n.partition AND c.cursor < n.top
 )
-SELECT p.lease_id, p.attempt + 1 AS attempt,
+SELECT l.lease_id, l.attempt + 1 AS attempt,
        ${ms('(SELECT now FROM clock)')} AS leased_at_ms,
        ${ms(`(SELECT now FROM clock) + $6::float8 * interval '1 millisecond'`)} AS expires_at_ms,
        ${eventColumns('e')}
-FROM picked p
+FROM leased l
 CROSS JOIN LATERAL (
   -- One events PK probe per lease; as a plain join the planner hash-joined a
-  -- sequential scan of the whole log while the log was small.
+  -- sequential scan of the whole log while the log was small. Written as a
+  -- one-row range in sequence order, not \`sequence = x\`: for a stream newer
+  -- than the table's statistics both indexes led by stream_id cost the same
+  -- for an equality probe, and the planner took events_stream_ts_idx, which
+  -- walks the stream's whole log per lease (44 ms per 500 leases, growing
+  -- with the log). Only the primary key returns the range in order.
   SELECT * FROM ${s}.events e
-  WHERE e.stream_id = $2 AND e.partition = p.partition AND e.sequence = p.sequence
+  WHERE e.stream_id = $2 AND e.partition = l.partition AND e.sequence >= l.sequence AND e.sequence <= l.sequence
+  ORDER BY e.sequence
   LIMIT 1
 ) e
-ORDER BY p.k`;
+WHERE NOT l.ranged
+UNION ALL
+-- A new range's events in one primary-key range scan instead of a probe per
+-- lease (3 of 9 ms per 500 leases).
+SELECT u.token || '.' || e.sequence, 1,
+       ${ms('(SELECT now FROM clock)')},
+       ${ms(`(SELECT now FROM clock) + $6::float8 * interval '1 millisecond'`)},
+       ${eventColumns('e')}
+FROM runs u
+CROSS JOIN LATERAL (
+  SELECT * FROM ${s}.events e
+  WHERE e.stream_id = $2 AND e.partition = u.partition AND e.sequence >= u.first_seq AND e.sequence <= u.last_seq
+  ORDER BY e.sequence
+) e
+WHERE u.contiguous`;
 }

@@ -3,8 +3,9 @@ import { eventColumns, nowSql } from '../rows.js';
 import { startCursorSql } from './streams.js';
 
 /**
- * Per partition: cursor, high watermark, lowest open sequence (deliveries PK,
- * a min() over the group+partition prefix), and the timestamp of the first
+ * Per partition: cursor, high watermark, lowest open sequence (the lower of
+ * a min() over the deliveries PK prefix and the first unsettled member of
+ * the lowest lease range), and the timestamp of the first
  * unsettled event (events PK probe). frontier = min(open) - 1, else cursor.
  * One snapshot, so the numbers are mutually consistent.
  * $1 group_id, $2 stream_id.
@@ -15,7 +16,14 @@ SELECT c.partition, c.cursor, p.high_watermark, m.min_open, ${ms('e.ts')} AS old
 FROM ${s}.group_cursors c
 JOIN ${s}.stream_partitions p ON p.stream_id = $2 AND p.partition = c.partition
 CROSS JOIN LATERAL (
-  SELECT min(d.sequence) AS min_open FROM ${s}.deliveries d WHERE d.group_id = $1 AND d.partition = c.partition
+  SELECT LEAST(
+    (SELECT min(d.sequence) FROM ${s}.deliveries d WHERE d.group_id = $1 AND d.partition = c.partition),
+    -- Ranges are disjoint and never fully settled: the lowest one holds the
+    -- lowest unsettled member, at its first clear bit.
+    (SELECT r.first_seq + position('0' IN r.settled::text) - 1
+     FROM ${s}.lease_ranges r WHERE r.group_id = $1 AND r.partition = c.partition
+     ORDER BY r.first_seq LIMIT 1)
+  ) AS min_open
 ) m
 LEFT JOIN ${s}.events e
   ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = COALESCE(m.min_open - 1, c.cursor) + 1
@@ -23,11 +31,15 @@ WHERE c.group_id = $1
 ORDER BY c.partition`;
 }
 
-/** $1 group_id. */
+/** Range members count one delivery each, like the rows they stand for. $1 group_id. */
 export function countsSql(s: string): string {
   return `
-SELECT (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1) AS deliveries,
-       (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1 AND lease_id IS NOT NULL) AS inflight,
+WITH ranged AS (
+  SELECT COALESCE(sum(length(settled) - bit_count(settled)), 0)::int8 AS open
+  FROM ${s}.lease_ranges WHERE group_id = $1
+)
+SELECT (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1) + (SELECT open FROM ranged) AS deliveries,
+       (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1 AND lease_id IS NOT NULL) + (SELECT open FROM ranged) AS inflight,
        (SELECT count(*) FROM ${s}.dead_letters WHERE group_id = $1) AS dead_letters`;
 }
 
@@ -49,6 +61,7 @@ FOR UPDATE`;
 export function resetSql(s: string): string {
   return `
 WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1),
+open_ranges AS (DELETE FROM ${s}.lease_ranges WHERE group_id = $1),
 dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1)
 UPDATE ${s}.group_cursors c
 SET cursor = ${startCursorSql(s, '$3', '$6')}
