@@ -74,11 +74,11 @@ for (const factory of backendFactories) {
     it('an async handler settles by what its promise resolves to, and a rejection nacks like a throw', async () => {
       const { rheo, stream, group, consume } = fx();
       await rheo.appendBatch(stream, [{ payload: { n: 1 } }, { payload: { n: 2 } }]);
-      const consumer = consume<{ n: number }>({
+      const consumer = consume({
         concurrency: 2,
         handler: async (event, { attempt }) => {
           await new Promise<void>((resolve) => setImmediate(resolve));
-          if (event.payload.n === 1) return { reject: 'malformed order' };
+          if ((event.payload as { n: number }).n === 1) return { reject: 'malformed order' };
           if (attempt === 1) throw new Error('warehouse offline');
           return 'ack';
         },
