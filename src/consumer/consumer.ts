@@ -85,16 +85,6 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     started: (): void => void this.#handlersRunning++,
     settled: (): void => void this.#handlersRunning--,
   };
-  readonly #untrack = (): void => {
-    if (--this.#settlingCount > 0) return;
-    const waiters = this.#settledWaiters;
-    this.#settledWaiters = [];
-    for (const wake of waiters) wake();
-  };
-  readonly #untrackThrew = (error: unknown): never => {
-    this.#untrack();
-    throw error;
-  };
 
   constructor(source: ConsumerSource, options: ConsumeOptions<T>) {
     super();
@@ -273,8 +263,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
       this.#gate.finish(id);
       return Promise.resolve();
     }
-    const finish = (): void => this.#gate.finish(id);
-    return this.#track(carryOut(this.#producer, lease, decision, this.#counters, this).finally(finish));
+    return this.#track(carryOut(this.#producer, lease, decision, this.#counters, this), id);
   }
 
   async #release(leases: Lease<T>[]): Promise<void> {
@@ -283,9 +272,24 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     await releaseUnstarted(this.#producer, leases, this.#counters, this);
   }
 
-  #track(work: Promise<void>): Promise<void> {
+  /** Counts `work` until it settles; then frees the ordering key of `leaseId`, when given. */
+  #track(work: Promise<void>, leaseId: string | null = null): Promise<void> {
     this.#settlingCount++;
-    return work.then(this.#untrack, this.#untrackThrew);
+    return work.then(
+      () => this.#untrack(leaseId),
+      (error: unknown) => {
+        this.#untrack(leaseId);
+        throw error;
+      },
+    );
+  }
+
+  #untrack(leaseId: string | null): void {
+    if (leaseId !== null) this.#gate.finish(leaseId);
+    if (--this.#settlingCount > 0) return;
+    const waiters = this.#settledWaiters;
+    this.#settledWaiters = [];
+    for (const wake of waiters) wake();
   }
 
   #listenToProducer(): void {

@@ -52,7 +52,6 @@ export async function carryOut<T extends JsonValue>(
   events: HeardEvents,
 ): Promise<void> {
   if (result.kind === 'lost') return; // reported when the loss was noticed
-  const failed = (op: SettleKind, error: RheoError): void => reportFailure(lease, op, error, counters, events);
   switch (result.kind) {
     case 'ack': {
       const error = await answerOf(producer.ack(lease));
@@ -63,11 +62,11 @@ export async function carryOut<T extends JsonValue>(
         return;
       }
       const unknown = OUTCOME_UNKNOWN.has(error.code);
-      failed('ack', error);
+      reportFailure(lease, 'ack', error, counters, events);
       if (unknown || error.code === 'stale_lease') return;
       const reason = `ack failed (${error.code}): ${error.message}`;
       const nackError = await answerOf(producer.nack(lease, reason, { delayMs: 0 }));
-      if (nackError) failed('nack', nackError);
+      if (nackError) reportFailure(lease, 'nack', nackError, counters, events);
       else {
         counters.retried++;
         events.emit('retry', { ...leaseInfo(lease), reason, delayMs: 0 });
@@ -76,14 +75,14 @@ export async function carryOut<T extends JsonValue>(
     }
     case 'nack': {
       const error = await answerOf(producer.nack(lease, result.reason, { delayMs: result.delayMs }));
-      if (error) return failed('nack', error);
+      if (error) return reportFailure(lease, 'nack', error, counters, events);
       counters.retried++;
       events.emit('retry', { ...leaseInfo(lease), reason: result.reason, delayMs: result.delayMs });
       return;
     }
     case 'reject': {
       const error = await answerOf(producer.reject(lease, result.reason));
-      if (error) return failed('reject', error);
+      if (error) return reportFailure(lease, 'reject', error, counters, events);
       counters.deadLettered++;
       events.emit('dead-letter', { ...leaseInfo(lease), reason: result.reason });
       return;

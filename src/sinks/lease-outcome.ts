@@ -52,6 +52,8 @@ export interface SettlingStreamEvents<T> {
 }
 
 const MAX_DELAY_MS = 7 * 24 * 3600_000;
+/** Shared: an ack carries nothing of its own, and it is the outcome of almost every lease. */
+const ACK = Object.freeze({ kind: 'ack' as const });
 const EXPECTED = "expected nothing, 'ack', { retry: reason, delayMs? } or { reject: reason }";
 
 /** A handler's return value, read strictly: one of the outcomes, or what is wrong with it. */
@@ -68,7 +70,7 @@ export type ParsedOutcome =
  * Sinks and the consumer both settle by this one reading.
  */
 export function parseOutcome(value: unknown): ParsedOutcome {
-  if (value === undefined || value === 'ack') return { kind: 'ack' };
+  if (value === undefined || value === 'ack') return ACK;
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
     const o = value as Record<string, unknown>;
     const keys = Object.keys(o).filter((k) => o[k] !== undefined);
@@ -119,29 +121,37 @@ export function thrownSettlement(error: unknown): Settlement {
  * the same step) and turns a failure into an event on `events`, never a
  * rejection: a stale lease becomes `lease-lost`, anything else `settle-error`.
  */
-export async function settleLease<T extends JsonValue>(
+export function settleLease<T extends JsonValue>(
   producer: LeaseSettler<T>,
   lease: Lease<T>,
   settlement: Settlement,
   events: EventEmitter,
 ): Promise<void> {
+  let settled: Promise<void>;
   try {
-    switch (settlement.kind) {
-      case 'ack':
-        return await producer.ack(lease);
-      case 'nack':
-        return await producer.nack(lease, settlement.reason, { delayMs: settlement.delayMs });
-      case 'reject':
-        return await producer.reject(lease, settlement.reason);
-      case 'release':
-        return await producer.release(lease);
-    }
+    settled = settleBy(producer, lease, settlement);
   } catch (failure) {
+    settled = Promise.reject(failure);
+  }
+  return settled.then(undefined, (failure: unknown) => {
     const error = isRheoError(failure)
       ? failure
       : new RheoError('internal', `settle failed: ${(failure as Error)?.message ?? String(failure)}`, { cause: failure });
     if (error.code === 'stale_lease') events.emit('lease-lost', { lease, error });
     else events.emit('settle-error', { lease, op: settlement.kind, error });
+  });
+}
+
+function settleBy<T extends JsonValue>(producer: LeaseSettler<T>, lease: Lease<T>, settlement: Settlement): Promise<void> {
+  switch (settlement.kind) {
+    case 'ack':
+      return producer.ack(lease);
+    case 'nack':
+      return producer.nack(lease, settlement.reason, { delayMs: settlement.delayMs });
+    case 'reject':
+      return producer.reject(lease, settlement.reason);
+    case 'release':
+      return producer.release(lease);
   }
 }
 
