@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { claimSql } from '../../src/backends/postgres/sql/claim.js';
-import { renewSql, settleSql } from '../../src/backends/postgres/sql/settle.js';
+import { ackSql, renewSql, settleSql } from '../../src/backends/postgres/sql/settle.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { Lease } from '../../src/core/types.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
@@ -118,9 +118,10 @@ describe('postgres hot statement plans', () => {
     }
   });
 
-  it('settle and renew find each lease by an exact deliveries primary-key match', async () => {
+  it('settle, ack and renew find each lease by an exact deliveries primary-key match', async () => {
     for (const [name, text, params] of [
       ['rheo_settle', settleSql(schema), settleParams()],
+      ['rheo_ack', ackSql(schema), settleParams().slice(0, 4)],
       ['rheo_renew', renewSql(schema), renewParams()],
     ] as const) {
       const { custom, generic } = await plans(name, text, params);

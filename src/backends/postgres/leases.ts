@@ -98,9 +98,19 @@ interface Resolved<T> {
   group: GroupRef | null;
 }
 
+/** Looks each distinct (stream, group) up once: a batch nearly always names one. */
 async function resolveGroups<T extends LeaseRef>(catalog: Catalog, items: T[]): Promise<Resolved<T>[]> {
+  const groups = new Map<string, GroupRef | null>();
   const out: Resolved<T>[] = [];
-  for (const item of items) out.push({ item, group: await catalog.findGroup(item.stream, item.group) });
+  for (const item of items) {
+    const key = `${item.stream}\u0000${item.group}`;
+    let group = groups.get(key);
+    if (group === undefined) {
+      group = await catalog.findGroup(item.stream, item.group);
+      groups.set(key, group);
+    }
+    out.push({ item, group });
+  }
   return out;
 }
 
@@ -164,21 +174,18 @@ export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<
   });
   const applied = new Set<number>();
   if (sent.length > 0) {
-    const rows = await ctx.db.query<{ i: number }>(
-      { action: `settle ${sent.length} lease(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true },
-      ctx.sql.settle,
-      [
-        sent.map((s) => s.group.id),
-        sent.map((s) => s.op.partition),
-        sent.map((s) => s.op.sequence),
-        sent.map((s) => s.op.leaseId),
-        sent.map((s) => s.op.kind),
-        sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),
-        sent.map((s) => (s.op.kind === 'nack' ? s.op.delayMs : 0)),
-        sent.map((s) => s.group.maxAttempts),
-        ctx.now(),
-      ],
-    );
+    const label = { action: `settle ${sent.length} lease(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true };
+    const keys = [sent.map((s) => s.group.id), sent.map((s) => s.op.partition), sent.map((s) => s.op.sequence), sent.map((s) => s.op.leaseId)];
+    const rows = sent.every((s) => s.op.kind === 'ack')
+      ? await ctx.db.query<{ i: number }>(label, ctx.sql.ack, keys)
+      : await ctx.db.query<{ i: number }>(label, ctx.sql.settle, [
+          ...keys,
+          sent.map((s) => s.op.kind),
+          sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),
+          sent.map((s) => (s.op.kind === 'nack' ? s.op.delayMs : 0)),
+          sent.map((s) => s.group.maxAttempts),
+          ctx.now(),
+        ]);
     for (const row of rows) applied.add(row.i - 1);
   }
   return ops.map((op, i) => {

@@ -14,7 +14,7 @@ import {
   resetSql,
   resolveFromTimeSql,
 } from './sql/groups.js';
-import { explodeGroupSql, renewSql, settleSql } from './sql/settle.js';
+import { ackSql, explodeGroupSql, renewSql, settleSql } from './sql/settle.js';
 import {
   createGroupSql,
   createStreamSql,
@@ -50,6 +50,7 @@ export function renderStatements(quotedSchema: string) {
     read: readSql(s),
     claim: prepared('claim', claimSql(s)),
     settle: prepared('settle', settleSql(s)),
+    ack: prepared('ack', ackSql(s)),
     renew: prepared('renew', renewSql(s)),
     explodeGroup: explodeGroupSql(s),
     createStream: createStreamSql(s),
