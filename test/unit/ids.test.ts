@@ -52,9 +52,17 @@ describe('uuidv7', () => {
 });
 
 describe('newLeaseId', () => {
-  it('is 128 random bits, base64url, unique', () => {
+  it('is 22 base64url characters of fresh randomness (132 bits), unique', () => {
     const ids = Array.from({ length: 1000 }, () => newLeaseId());
     for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(new Set(ids).size).toBe(1000);
+  });
+
+  it('keeps producing valid ids across many refills of its random pool', () => {
+    const ids = Array.from({ length: 5000 }, () => newLeaseId());
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(new Set(ids).size).toBe(5000);
+    // Every character position takes many values: no position is fixed by the encoding.
+    for (let i = 0; i < 22; i++) expect(new Set(ids.map((id) => id[i])).size).toBeGreaterThan(60);
   });
 });
