@@ -408,21 +408,27 @@ export class Rheo {
   ): Promise<Array<R | { ok: false; error: RheoError }>> {
     this.#assertOpen();
     if (!Array.isArray(items)) throw invalidArgument(`${what} expects an array, got ${describe(items)}`);
-    const prepared = items.map((item): P | RheoError => {
+    // Plain loops: this runs once per settled or renewed lease of every pipeline.
+    const valid: P[] = [];
+    let invalid: Map<number, RheoError> | null = null;
+    for (let i = 0; i < items.length; i++) {
       try {
-        return prepare(item);
+        valid.push(prepare(items[i]!));
       } catch (error) {
-        if (isRheoError(error)) return error;
-        throw error;
+        if (!isRheoError(error)) throw error;
+        (invalid ??= new Map()).set(i, error);
       }
-    });
-    const valid = prepared.filter((p): p is P => !(p instanceof RheoError));
+    }
     const results = valid.length ? await this.#call(() => call(valid)) : [];
+    if (invalid === null && results.length === items.length) return results;
+    const out: Array<R | { ok: false; error: RheoError }> = [];
     let j = 0;
-    return prepared.map((p) => {
-      if (p instanceof RheoError) return { ok: false as const, error: p };
-      return results[j++] ?? { ok: false as const, error: new RheoError('internal', `${what}: the backend returned too few results`) };
-    });
+    for (let i = 0; i < items.length; i++) {
+      const error = invalid?.get(i);
+      if (error) out.push({ ok: false, error });
+      else out.push(results[j++] ?? { ok: false, error: new RheoError('internal', `${what}: the backend returned too few results`) });
+    }
+    return out;
   }
 
   /** Backends classify their own driver errors; anything else that escapes is wrapped, never leaked. */

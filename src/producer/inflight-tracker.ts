@@ -62,7 +62,7 @@ export class InflightTracker<T> {
 
   add(lease: Lease<T>): void {
     this.#entries.set(lease.leaseId, { lease, handed: false, settling: false });
-    this.#schedule(this.#intervalMs());
+    if (this.#timer === null) this.#schedule(this.#intervalMs());
   }
 
   markHanded(leaseId: string): void {
