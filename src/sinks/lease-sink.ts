@@ -111,6 +111,10 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     if (this.#head === this.#queue.length) {
       this.#queue = [];
       this.#head = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#queue.length) {
+      // A queue that never runs empty would otherwise keep every started slot.
+      this.#queue = this.#queue.slice(this.#head);
+      this.#head = 0;
     }
     this.#resumeWrite();
   };

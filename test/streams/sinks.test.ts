@@ -119,6 +119,25 @@ for (const factory of backendFactories) {
       expect(faulty.settles.filter((s) => s.kind === 'ack' && s.ok)).toHaveLength(12);
     });
 
+    it('starts leases in arrival order through a queue of thousands that drains while it fills', async () => {
+      const { rheo, stream, group } = fx();
+      await fx().append(2500);
+      const leases = await rheo.fetch(stream, group, { limit: 2500 });
+      const producer = fx().producer();
+      const started: number[] = [];
+      const sink = createLeaseSink({
+        producer,
+        concurrency: 2,
+        handle: async (lease) => {
+          started.push(lease.event.sequence);
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        },
+      });
+      await pipeline(Readable.from(leases), sink);
+      expect(started).toEqual(leases.map((l) => l.event.sequence));
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
+
     it('a synchronous handler works through a long queue and acks every lease', async () => {
       const { rheo, stream, group } = fx();
       await fx().append(500);
