@@ -131,6 +131,11 @@ export class GroupPartition {
     this.makePending(d, now);
   }
 
+  /** Heap entries held for this partition (stale ones included): bounded by a multiple of the open deliveries. */
+  get heapEntries(): number {
+    return this.#openSeqs.size + this.#timers.size + this.#ready.size;
+  }
+
   #openEntry(sequence: number, attempt: number): OpenDelivery {
     const d: OpenDelivery = {
       sequence,
@@ -144,6 +149,7 @@ export class GroupPartition {
     };
     this.open.set(sequence, d);
     this.#openSeqs.push(sequence);
+    if (this.#tooStale(this.#openSeqs)) this.#openSeqs.retain((s) => this.open.has(s));
     return d;
   }
 
@@ -151,6 +157,18 @@ export class GroupPartition {
     d.version++;
     d.visibleAt = visibleAt;
     this.#timers.push({ visibleAt, sequence: d.sequence, version: d.version });
+    if (this.#tooStale(this.#timers)) this.#timers.retain((t) => this.#isCurrent(t.sequence, t.version));
+  }
+
+  /**
+   * Lazy deletion leaves an entry behind for every ack: a lease timer stays
+   * until its expiry (30 s by default) and an open sequence until `frontier()`
+   * runs, so at high rates the heaps grew by ~80 bytes per event. Sweeping
+   * once they hold more than twice the open deliveries keeps memory bounded
+   * by the unsettled window at O(1) amortised per entry.
+   */
+  #tooStale(heap: { readonly size: number }): boolean {
+    return heap.size > 2 * this.open.size + 1024;
   }
 
   #isCurrent(sequence: number, version: number): boolean {

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { GroupPartition, type OpenDelivery } from '../../src/backends/memory/group-partition.js';
+import { MinHeap } from '../../src/backends/memory/min-heap.js';
+
+describe('MinHeap.retain', () => {
+  it('drops rejected items and keeps heap order', () => {
+    const heap = new MinHeap<number>((a, b) => a < b);
+    const values = Array.from({ length: 1000 }, (_, i) => (i * 7919) % 1000);
+    for (const v of values) heap.push(v);
+    heap.retain((v) => v % 3 === 0);
+    const popped: number[] = [];
+    for (let v = heap.pop(); v !== undefined; v = heap.pop()) popped.push(v);
+    expect(popped).toEqual(values.filter((v) => v % 3 === 0).sort((a, b) => a - b));
+  });
+});
+
+describe('memory GroupPartition', () => {
+  /** Claims the next claimable sequence at `now` with a lease until `expiresAt`. */
+  function claim(part: GroupPartition, now: number, expiresAt: number, highWatermark: number): OpenDelivery {
+    const next = part.nextClaimable(now, highWatermark);
+    if (next === null) throw new Error('nothing claimable');
+    const d = part.take(next.sequence, next.delivery);
+    part.lease(d, `lease-${next.sequence}-${d.attempt}`, 'c', now, expiresAt);
+    return d;
+  }
+
+  it('keeps its heaps bounded by the open window while leases are acked long before they expire', () => {
+    const part = new GroupPartition(0);
+    const highWatermark = 50_010;
+    // Ten leases stay open throughout; fifty thousand more are claimed and acked.
+    const held = Array.from({ length: 10 }, () => claim(part, 0, 30_000, highWatermark));
+    let peak = 0;
+    for (let i = 0; i < 50_000; i++) {
+      part.close(claim(part, 0, 30_000, highWatermark));
+      peak = Math.max(peak, part.heapEntries);
+    }
+    expect(peak).toBeLessThanOrEqual(3 * (2 * held.length + 1024));
+    // The sweeps kept the live entries: the held leases expire and come back, lowest first.
+    expect(part.nextClaimable(29_999, highWatermark)).toBeNull();
+    const reclaimed = held.map(() => claim(part, 30_000, 60_000, highWatermark).sequence);
+    expect(reclaimed).toEqual(held.map((d) => d.sequence));
+    expect(part.frontier()).toBe(0);
+  });
+});
