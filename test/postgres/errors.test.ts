@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { claimRoutine, ROUTINES } from '../../src/backends/postgres/routines.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { RheoError, type RheoErrorCode } from '../../src/core/errors.js';
 import { createRheo } from '../../src/rheo.js';
@@ -93,6 +94,27 @@ describe('postgres error classification', () => {
     const backend = postgresBackend({ pool: sharedPool() }, { schema: uniqueSchema() });
     expect(await codeOf(backend.listStreams())).toBe('schema_version');
     await backend.close();
+  });
+
+  it("a schema missing this rheo's routines is schema_version until migrate() installs them", async () => {
+    const backend = await makeTestBackend();
+    await backend.createStream('s', 1);
+    await backend.createGroup('s', 'g', { start: { kind: 'after', after: 0, perPartition: {} }, maxAttempts: 5 });
+    const { rows } = await sharedPool().query<{ proname: string; proconfig: string[] }>(
+      `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1`,
+      [backend.schema],
+    );
+    expect(rows.map((r) => r.proname)).toEqual(ROUTINES.map((r) => r.name).sort());
+    expect(rows.every((r) => r.proconfig.includes('plan_cache_mode=force_generic_plan'))).toBe(true);
+
+    // As after upgrading rheo without running migrate(): the claim routine of this version is missing.
+    await sharedPool().query(`DROP FUNCTION "${backend.schema}".${claimRoutine.name}`);
+    const fetch = () => backend.fetch('s', 'g', { limit: 1, consumerId: 'c', leaseMs: 1000, partitions: null });
+    const error = await failure(fetch());
+    expect(error.code).toBe('schema_version');
+    expect(error.message).toContain('migrate()');
+    await backend.migrate();
+    expect(await fetch()).toEqual([]);
   });
 
   it('refuses a schema migrated by a newer rheo', async () => {

@@ -1,6 +1,7 @@
 import { RheoError } from '../../core/errors.js';
 import { txQuery, type Database } from './connection.js';
 import { LATEST_VERSION, MIGRATIONS, renderMigration } from './migrations/index.js';
+import { ROUTINES } from './routines.js';
 
 /** First key of the two-key advisory lock; the second is hashtext(schema). */
 const MIGRATE_LOCK_KEY = 0x72686530; // "rhe0"
@@ -11,6 +12,7 @@ const MIGRATE_LOCK_KEY = 0x72686530; // "rhe0"
  * serialise: the first applies, the others find the version recorded and do
  * nothing. A schema recorded at a version newer than this code knows is
  * refused (`schema_version`) rather than used with the wrong assumptions.
+ * Then the functions of routines.ts this rheo calls are installed if missing.
  */
 export async function migrate(db: Database, schema: string, quotedSchema: string): Promise<void> {
   await db.transaction({ action: `migrate schema "${schema}"`, writes: true }, async (tx) => {
@@ -44,6 +46,18 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
         migration.version,
         migration.name,
       ]);
+    }
+    // This version's routines (routines.ts), under the same lock; names carry
+    // a hash of the body, so only a changed or new one is created.
+    const installed = await txQuery<{ proname: string }>(
+      tx,
+      `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])`,
+      [schema, ROUTINES.map((r) => r.name)],
+    );
+    const present = new Set(installed.map((r) => r.proname));
+    for (const routine of ROUTINES) {
+      if (!present.has(routine.name)) await txQuery(tx, routine.definition(quotedSchema), []);
     }
   });
 }
