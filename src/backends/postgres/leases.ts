@@ -7,10 +7,9 @@ import {
   type SettleOutcome,
 } from '../../core/backend.js';
 import { staleLease } from '../../core/errors.js';
-import type { Lease } from '../../core/types.js';
+import type { JsonObject, JsonValue, Lease } from '../../core/types.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
 import type { Database } from './connection.js';
-import { toEvent, type EventRow } from './rows.js';
 import type { Statements } from './statements.js';
 
 export interface LeaseContext {
@@ -23,12 +22,25 @@ export interface LeaseContext {
   rotation: Map<number, number>;
 }
 
-interface ClaimRow extends EventRow {
-  lease_id: string;
-  attempt: number;
+interface ClaimRow {
   leased_at_ms: number;
   expires_at_ms: number;
+  leases: ClaimedLease[];
 }
+
+/** One lease as the claim's json_agg sends it (sql/claim.ts). */
+type ClaimedLease = [
+  leaseId: string,
+  attempt: number,
+  id: string,
+  partition: number,
+  sequence: number,
+  type: string,
+  key: string | null,
+  payload: JsonValue,
+  metadata: JsonObject,
+  tsMs: number,
+];
 
 /**
  * Claims in one statement (see sql/claim.ts). The rotating start partition is
@@ -49,45 +61,48 @@ export async function fetchLeases(
   ctx.rotation.set(g.id, turn + 1);
   const start = turn % all.length;
   const order = [...all.slice(start), ...all.slice(0, start)];
-  const rows = await ctx.db.query<ClaimRow>(
+  const [row] = await ctx.db.query<ClaimRow>(
     { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
     ctx.sql.claim,
     [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, g.maxAttempts],
   );
-  return roundRobin(rows, order).map((row) => ({
-    leaseId: row.lease_id,
-    receipt: receiptOf(stream, group, row.partition, row.sequence),
+  if (!row || row.leases.length === 0) return [];
+  const { leased_at_ms: leasedAtMs, expires_at_ms: expiresAtMs } = row;
+  return roundRobin(row.leases, order).map(([leaseId, attempt, id, partition, sequence, type, key, payload, metadata, tsMs]) => ({
+    leaseId,
+    receipt: receiptOf(stream, group, partition, sequence),
     stream,
     group,
     consumerId: request.consumerId,
-    attempt: row.attempt,
-    leasedAt: new Date(row.leased_at_ms),
-    expiresAt: new Date(row.expires_at_ms),
-    event: toEvent(stream, row),
+    attempt,
+    leasedAt: new Date(leasedAtMs),
+    expiresAt: new Date(expiresAtMs),
+    event: { id, stream, partition, sequence, type, key, payload, metadata, timestamp: new Date(tsMs) },
   }));
 }
 
 /**
- * The claim's rows in fetch order: within a partition by sequence, across
+ * The claimed leases in fetch order: within a partition by sequence, across
  * partitions one per round in visiting order. The statement picks exactly the
  * set this order would take (sql/claim.ts \`picked\`) but returns it unordered,
  * which spares it a sort and lets a new range's events come from one range scan.
  */
-function roundRobin<R extends { partition: number; sequence: number }>(rows: R[], order: number[]): R[] {
-  if (order.length === 1) return rows.sort((a, b) => a.sequence - b.sequence);
-  const byPartition = new Map<number, R[]>();
-  for (const row of rows) {
-    const list = byPartition.get(row.partition);
-    if (list) list.push(row);
-    else byPartition.set(row.partition, [row]);
+function roundRobin(leases: ClaimedLease[], order: number[]): ClaimedLease[] {
+  const bySequence = (a: ClaimedLease, b: ClaimedLease) => a[4] - b[4];
+  if (order.length === 1) return leases.sort(bySequence);
+  const byPartition = new Map<number, ClaimedLease[]>();
+  for (const lease of leases) {
+    const list = byPartition.get(lease[3]);
+    if (list) list.push(lease);
+    else byPartition.set(lease[3], [lease]);
   }
-  const lists: R[][] = [];
+  const lists: ClaimedLease[][] = [];
   for (const partition of order) {
     const list = byPartition.get(partition);
-    if (list) lists.push(list.sort((a, b) => a.sequence - b.sequence));
+    if (list) lists.push(list.sort(bySequence));
   }
-  const out: R[] = [];
-  for (let round = 0; out.length < rows.length; round++) {
+  const out: ClaimedLease[] = [];
+  for (let round = 0; out.length < leases.length; round++) {
     for (const list of lists) if (round < list.length) out.push(list[round]!);
   }
   return out;

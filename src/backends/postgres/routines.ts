@@ -59,8 +59,7 @@ $rheo$`,
 export const claimRoutine = routine(
   'claim',
   ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'integer'],
-  `lease_id text, attempt integer, leased_at_ms int8, expires_at_ms int8,
-   id text, "partition" integer, sequence int8, type text, key text, payload jsonb, metadata jsonb, ts_ms int8`,
+  'leased_at_ms int8, expires_at_ms int8, leases json',
   claimSql,
 );
 

@@ -39,8 +39,8 @@ import { eventColumns, nowSql } from '../rows.js';
  *    is skipped.
  * 4. Round-robin: rank candidates within a partition (rn), then take them
  *    ordered by (rn, position of the partition in $3), so each partition gets
- *    one per round starting at the rotating first partition in $3. The rows
- *    come back unordered; leases.ts puts them in this order.
+ *    one per round starting at the rotating first partition in $3. The
+ *    leases come back unordered; leases.ts puts them in this order.
  * 5. Spent deliveries the walk would have passed are dead-lettered
  *    ("max attempts exceeded"); picked rows get a new lease id and
  *    attempt + 1; picked members of expired ranges become rows at attempt 2;
@@ -295,37 +295,40 @@ advanced AS (
   ) n
   WHERE c.group_id = $1 AND c.partition = n.partition AND c.cursor < n.top
 )
-SELECT l.lease_id, l.attempt + 1 AS attempt,
-       (SELECT leased_at_ms FROM stamps) AS leased_at_ms,
+-- All leases come back as ONE json array of arrays, in LEASE_FIELDS order
+-- (leases.ts), with the two timestamps once: parsing 500 rows of 12 columns
+-- cost the client ~5.8 ms of CPU per claim, one JSON.parse of the same
+-- leases ~2.1 ms.
+SELECT (SELECT leased_at_ms FROM stamps) AS leased_at_ms,
        (SELECT expires_at_ms FROM stamps) AS expires_at_ms,
-       ${eventColumns('e')}
-FROM leased l
-CROSS JOIN LATERAL (
-  -- One events PK probe per lease; as a plain join the planner hash-joined a
-  -- sequential scan of the whole log while the log was small. Written as a
-  -- one-row range in sequence order, not \`sequence = x\`: for a stream newer
-  -- than the table's statistics both indexes led by stream_id cost the same
-  -- for an equality probe, and the planner took events_stream_ts_idx, which
-  -- walks the stream's whole log per lease (44 ms per 500 leases, growing
-  -- with the log). Only the primary key returns the range in order.
-  SELECT * FROM ${s}.events e
-  WHERE e.stream_id = $2 AND e.partition = l.partition AND e.sequence >= l.sequence AND e.sequence <= l.sequence
-  ORDER BY e.sequence
-  LIMIT 1
-) e
-WHERE NOT l.ranged
-UNION ALL
--- A new range's events in one primary-key range scan instead of a probe per
--- lease (3 of 9 ms per 500 leases).
-SELECT u.token || '.' || e.sequence, 1,
-       (SELECT leased_at_ms FROM stamps),
-       (SELECT expires_at_ms FROM stamps),
-       ${eventColumns('e')}
-FROM runs u
-CROSS JOIN LATERAL (
-  SELECT * FROM ${s}.events e
-  WHERE e.stream_id = $2 AND e.partition = u.partition AND e.sequence >= u.first_seq AND e.sequence <= u.last_seq
-  ORDER BY e.sequence
-) e
-WHERE u.contiguous`;
+       COALESCE(json_agg(json_build_array(x.lease_id, x.attempt, x.id, x.partition, x.sequence, x.type, x.key, x.payload, x.metadata, x.ts_ms)), '[]') AS leases
+FROM (
+  SELECT l.lease_id, l.attempt + 1 AS attempt, ${eventColumns('e')}
+  FROM leased l
+  CROSS JOIN LATERAL (
+    -- One events PK probe per lease; as a plain join the planner hash-joined a
+    -- sequential scan of the whole log while the log was small. Written as a
+    -- one-row range in sequence order, not \`sequence = x\`: for a stream newer
+    -- than the table's statistics both indexes led by stream_id cost the same
+    -- for an equality probe, and the planner took events_stream_ts_idx, which
+    -- walks the stream's whole log per lease (44 ms per 500 leases, growing
+    -- with the log). Only the primary key returns the range in order.
+    SELECT * FROM ${s}.events e
+    WHERE e.stream_id = $2 AND e.partition = l.partition AND e.sequence >= l.sequence AND e.sequence <= l.sequence
+    ORDER BY e.sequence
+    LIMIT 1
+  ) e
+  WHERE NOT l.ranged
+  UNION ALL
+  -- A new range's events in one primary-key range scan instead of a probe per
+  -- lease (3 of 9 ms per 500 leases).
+  SELECT u.token || '.' || e.sequence, 1, ${eventColumns('e')}
+  FROM runs u
+  CROSS JOIN LATERAL (
+    SELECT * FROM ${s}.events e
+    WHERE e.stream_id = $2 AND e.partition = u.partition AND e.sequence >= u.first_seq AND e.sequence <= u.last_seq
+    ORDER BY e.sequence
+  ) e
+  WHERE u.contiguous
+) x`;
 }
