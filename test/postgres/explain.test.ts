@@ -94,12 +94,16 @@ describe('postgres hot statement plans', () => {
     return { custom: custom.rows[0]!['QUERY PLAN'][0]!.Plan, generic: generic.rows[0]!['QUERY PLAN'][0]!.Plan };
   }
 
-  it('claim reads the log only through its primary key, never by scanning it', async () => {
-    const { custom, generic } = await plans('rheo_claim', claimSql(schema), claimParams());
-    for (const plan of [custom, generic]) {
-      const events = accesses(plan, 'events');
-      expect(events.length).toBeGreaterThan(0);
-      expect(events.every((a) => a.includes('events_pkey'))).toBe(true);
+  it('claim (full and fresh-only) reads the log only through its primary key, never by scanning it', async () => {
+    for (const path of ['full', 'fresh'] as const) {
+      // The fresh claim never reads $8 (max attempts): nothing it claims has been attempted.
+      const params = path === 'full' ? claimParams() : claimParams().slice(0, 7);
+      const { custom, generic } = await plans(`rheo_claim_${path}`, claimSql(schema, path), params);
+      for (const plan of [custom, generic]) {
+        const events = accesses(plan, 'events');
+        expect(events.length).toBeGreaterThan(0);
+        expect(events.every((a) => a.includes('events_pkey'))).toBe(true);
+      }
     }
   });
 
@@ -110,11 +114,14 @@ describe('postgres hot statement plans', () => {
     await rheo.createStream('newer');
     await rheo.createGroup('newer', 'g');
     await rheo.appendBatch('newer', Array.from({ length: 2000 }, (_, j) => ({ payload: { n: j } })));
-    const { custom, generic } = await plans('rheo_claim_newer', claimSql(schema), [2, 2, [0], 500, null, 30_000, 'c', 5]);
-    for (const plan of [custom, generic]) {
-      const events = accesses(plan, 'events');
-      expect(events.length).toBeGreaterThan(0);
-      expect(events).toEqual(events.map(() => expect.stringContaining('events_pkey')));
+    for (const path of ['full', 'fresh'] as const) {
+      const params = [2, 2, [0], 500, null, 30_000, 'c', 5].slice(0, path === 'full' ? 8 : 7);
+      const { custom, generic } = await plans(`rheo_claim_newer_${path}`, claimSql(schema, path), params);
+      for (const plan of [custom, generic]) {
+        const events = accesses(plan, 'events');
+        expect(events.length).toBeGreaterThan(0);
+        expect(events).toEqual(events.map(() => expect.stringContaining('events_pkey')));
+      }
     }
   });
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { appendSql } from './sql/append.js';
 import { claimSql } from './sql/claim.js';
+import { nowSql } from './rows.js';
 
 /**
  * Hot statements whose generic plan PostgreSQL would never pick on its own,
@@ -34,6 +35,16 @@ export interface Routine {
 
 const PLACEHOLDER_SCHEMA = ':schema';
 
+/**
+ * `body` gives the routine's PL/pgSQL statements for a schema; `queryBody`
+ * wraps a single query as `RETURN QUERY`.
+ */
+function queryBody(query: (quotedSchema: string) => string): (quotedSchema: string) => string {
+  return (s) => `BEGIN
+  RETURN QUERY ${query(s)};
+END`;
+}
+
 function routine(key: string, args: string[], returns: string, body: (quotedSchema: string) => string): Routine {
   const signature = `(${args.join(', ')}) RETURNS TABLE (${returns})`;
   const hash = createHash('sha1').update(signature).update(body(PLACEHOLDER_SCHEMA)).digest('hex').slice(0, 12);
@@ -47,20 +58,44 @@ VOLATILE
 SET plan_cache_mode = force_generic_plan
 AS $rheo$
 #variable_conflict use_column
-BEGIN
-  RETURN QUERY ${body(s)};
-END
+${body(s)}
 $rheo$`,
     call: (s) => `SELECT * FROM ${s}.${name}(${args.map((_, i) => `$${i + 1}`).join(', ')})`,
   };
 }
 
-/** sql/claim.ts; arguments as documented there. */
+/**
+ * sql/claim.ts; arguments as documented there. The routine locks the
+ * requested partitions' cursors first (in partition order, as the claim
+ * itself does), then runs the `fresh` claim when none of those partitions has
+ * an open row or lease range that is claimable or spent at `now`, else the
+ * `full` one. Under the cursor locks no other claim can change that answer;
+ * a settle committing meanwhile is no different from one committing just
+ * after the full claim's snapshot.
+ */
 export const claimRoutine = routine(
   'claim',
   ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'integer'],
   'leased_at_ms int8, expires_at_ms int8, leases json',
-  claimSql,
+  (s) => `DECLARE
+  claim_now timestamptz := ${nowSql('$5')};
+BEGIN
+  PERFORM 1 FROM ${s}.group_cursors c
+  WHERE c.group_id = $1 AND c.partition = ANY ($3)
+  ORDER BY c.partition
+  FOR UPDATE;
+  IF EXISTS (
+       SELECT 1 FROM ${s}.deliveries d
+       WHERE d.group_id = $1 AND d.partition = ANY ($3) AND d.visible_at <= claim_now
+     ) OR EXISTS (
+       SELECT 1 FROM ${s}.lease_ranges r
+       WHERE r.group_id = $1 AND r.partition = ANY ($3) AND r.visible_at <= claim_now
+     ) THEN
+    RETURN QUERY ${claimSql(s, 'full')};
+  ELSE
+    RETURN QUERY ${claimSql(s, 'fresh')};
+  END IF;
+END`,
 );
 
 /** sql/append.ts; arguments as documented there. */
@@ -69,7 +104,7 @@ export const appendRoutine = routine(
   ['integer', 'text[]', 'text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'integer[]', 'timestamptz[]', 'text', 'text', 'boolean'],
   `id text, "partition" integer, sequence int8, existed boolean,
    type text, key text, payload jsonb, metadata jsonb, ts_ms int8`,
-  appendSql,
+  queryBody(appendSql),
 );
 
 export const ROUTINES: readonly Routine[] = [claimRoutine, appendRoutine];

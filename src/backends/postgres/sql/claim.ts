@@ -2,6 +2,22 @@ import { ms } from '../connection.js';
 import { eventColumns, nowSql } from '../rows.js';
 
 /**
+ * Which claim: `full` handles every kind of claimable delivery; `fresh` is the
+ * same statement without the CTEs for open rows, expired ranges and spent
+ * deliveries, for when the routine (routines.ts) has found none of those in
+ * the requested partitions after locking their cursors: then both pick the
+ * same leases, and `fresh` skips a dozen empty CTEs (measured: a one-event
+ * claim's execution 1.17 -> 0.86 ms, round trip 1.7 -> 1.3 ms).
+ */
+export type ClaimPath = 'full' | 'fresh';
+
+const FULL_ONLY = new Set(['reopen', 'spent', 'xr', 'xm', 'spent_all', 'passed', 'buried', 'dead', 'took', 'emptied', 'shrunk', 'reclaimed']);
+
+const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
+  SELECT partition, ord, sequence, 0 AS attempt, 'new' AS src FROM fresh
+)`;
+
+/**
  * fetch(): claim up to `limit` deliveries for one group in ONE statement, so
  * the round trips per fetch are independent of `limit` (no N+1 per lease).
  *
@@ -62,17 +78,17 @@ import { eventColumns, nowSql } from '../rows.js';
  * $5 now or null (database clock), $6 lease ms, $7 consumer id,
  * $8 max attempts.
  */
-export function claimSql(s: string): string {
-  return `
-WITH clock AS MATERIALIZED (
+export function claimSql(s: string, path: ClaimPath = 'full'): string {
+  const ctes: Array<[name: string, sql: string]> = [
+    ['clock', `clock AS MATERIALIZED (
   SELECT ${nowSql('$5')} AS now
-),
-stamps AS MATERIALIZED (
+)`],
+    ['stamps', `stamps AS MATERIALIZED (
   -- Returned on every lease: computed once, not per row.
   SELECT ${ms('now')} AS leased_at_ms, ${ms(`now + $6::float8 * interval '1 millisecond'`)} AS expires_at_ms
   FROM clock
-),
-cur AS MATERIALIZED (
+)`],
+    ['cur', `cur AS MATERIALIZED (
   SELECT c.partition, c.cursor, o.ord,
          (SELECT max(d.sequence) FROM ${s}.deliveries d WHERE d.group_id = $1 AND d.partition = c.partition) AS max_open
   FROM ${s}.group_cursors c
@@ -80,8 +96,8 @@ cur AS MATERIALIZED (
   WHERE c.group_id = $1
   ORDER BY c.partition
   FOR UPDATE OF c
-),
-reopen AS MATERIALIZED (
+)`],
+    ['reopen', `reopen AS MATERIALIZED (
   SELECT cur.partition, cur.ord, d.sequence, d.attempt
   FROM cur CROSS JOIN LATERAL (
     SELECT d.sequence, d.attempt
@@ -92,8 +108,8 @@ reopen AS MATERIALIZED (
     LIMIT $4
     FOR UPDATE SKIP LOCKED
   ) d
-),
-spent AS MATERIALIZED (
+)`],
+    ['spent', `spent AS MATERIALIZED (
   SELECT cur.partition, cur.ord, d.sequence, d.attempt
   FROM cur CROSS JOIN LATERAL (
     SELECT d.sequence, d.attempt
@@ -104,8 +120,8 @@ spent AS MATERIALIZED (
     LIMIT $4
     FOR UPDATE SKIP LOCKED
   ) d
-),
-xr AS MATERIALIZED (
+)`],
+    ['xr', `xr AS MATERIALIZED (
   -- Expired lease ranges of these partitions (migration 002). The members
   -- this claim picks (or dead-letters) leave their range; the rest stay in it,
   -- still leased under the old token, exactly like expired deliveries rows
@@ -119,14 +135,14 @@ xr AS MATERIALIZED (
     ORDER BY r.first_seq
     FOR UPDATE SKIP LOCKED
   ) r
-),
-xm AS MATERIALIZED (
+)`],
+    ['xm', `xm AS MATERIALIZED (
   -- Their members still in the range, each a delivery at attempt 1.
   SELECT xr.partition, xr.ord, m.sequence
   FROM xr CROSS JOIN LATERAL generate_series(xr.first_seq, xr.last_seq) AS m(sequence)
   WHERE get_bit(xr.settled, (m.sequence - xr.first_seq)::int) = 0
-),
-fresh AS MATERIALIZED (
+)`],
+    ['fresh', `fresh AS MATERIALIZED (
   SELECT cur.partition, cur.ord, e.sequence
   FROM cur CROSS JOIN LATERAL (
     SELECT e.sequence
@@ -139,8 +155,8 @@ fresh AS MATERIALIZED (
     ORDER BY e.sequence
     LIMIT $4
   ) e
-),
-candidates AS MATERIALIZED (
+)`],
+    ['candidates', `candidates AS MATERIALIZED (
   -- src: 'row' an open deliveries row, 'range' a member of an expired range,
   -- 'new' a sequence never offered.
   SELECT partition, ord, sequence, attempt, 'row' AS src FROM reopen
@@ -148,13 +164,13 @@ candidates AS MATERIALIZED (
   SELECT partition, ord, sequence, 1, 'range' FROM xm WHERE 1 < $8
   UNION ALL
   SELECT partition, ord, sequence, 0, 'new' FROM fresh
-),
-spent_all AS MATERIALIZED (
+)`],
+    ['spent_all', `spent_all AS MATERIALIZED (
   SELECT partition, ord, sequence, attempt, 'row' AS src FROM spent
   UNION ALL
   SELECT partition, ord, sequence, 1, 'range' FROM xm WHERE 1 >= $8
-),
-picked AS MATERIALIZED (
+)`],
+    ['picked', `picked AS MATERIALIZED (
   SELECT r.*
   FROM (
     SELECT c.*, row_number() OVER (PARTITION BY c.partition ORDER BY c.sequence) AS rn
@@ -162,8 +178,8 @@ picked AS MATERIALIZED (
   ) r
   ORDER BY r.rn, r.ord
   LIMIT $4
-),
-runs AS MATERIALIZED (
+)`],
+    ['runs', `runs AS MATERIALIZED (
   -- Per partition, the fresh sequences picked: one lease range when they are
   -- contiguous (always, unless a replay left open rows above the cursor).
   -- The fencing token is minted here (pg_strong_random behind
@@ -174,15 +190,15 @@ runs AS MATERIALIZED (
   FROM picked
   WHERE src = 'new'
   GROUP BY partition
-),
-leased AS MATERIALIZED (
+)`],
+    ['leased', `leased AS MATERIALIZED (
   -- Members of a new range need no id of their own here (see the final SELECT).
   SELECT p.partition, p.sequence, p.attempt, p.src, COALESCE(u.contiguous, false) AS ranged,
          CASE WHEN u.contiguous THEN NULL ELSE gen_random_uuid()::text END AS lease_id
   FROM picked p
   LEFT JOIN runs u ON p.src = 'new' AND u.partition = p.partition
-),
-passed AS MATERIALIZED (
+)`],
+    ['passed', `passed AS MATERIALIZED (
   -- A spent delivery is visited when the walk reaches its partition's turn in
   -- round (claimable candidates below it + 1) before the limit is hit.
   SELECT x.partition, x.sequence, x.attempt, x.src
@@ -194,14 +210,14 @@ passed AS MATERIALIZED (
       x.ord
     )
   ) < $4
-),
-buried AS (
+)`],
+    ['buried', `buried AS (
   DELETE FROM ${s}.deliveries d
   USING passed x
   WHERE x.src = 'row' AND d.group_id = $1 AND d.partition = x.partition AND d.sequence = x.sequence
   RETURNING d.partition, d.sequence, d.attempt
-),
-dead AS (
+)`],
+    ['dead', `dead AS (
   INSERT INTO ${s}.dead_letters (group_id, partition, sequence, attempt, reason, dead_lettered_at)
   SELECT $1, b.partition, b.sequence, b.attempt,
          'max attempts exceeded',
@@ -212,8 +228,8 @@ dead AS (
     SELECT partition, sequence, attempt FROM passed WHERE src = 'range'
   ) b
   ORDER BY b.partition, b.sequence
-),
-took AS MATERIALIZED (
+)`],
+    ['took', `took AS MATERIALIZED (
   -- Per expired range, its bits with the members picked or dead-lettered here set.
   SELECT xr.partition, xr.first_seq,
          xr.settled | bit_or(set_bit(xr.settled # xr.settled, (t.sequence - xr.first_seq)::int, 1)) AS settled
@@ -224,21 +240,21 @@ took AS MATERIALIZED (
   ) t
   JOIN xr ON xr.partition = t.partition AND t.sequence BETWEEN xr.first_seq AND xr.last_seq
   GROUP BY xr.partition, xr.first_seq, xr.settled
-),
-emptied AS (
+)`],
+    ['emptied', `emptied AS (
   DELETE FROM ${s}.lease_ranges r
   USING took t
   WHERE r.group_id = $1 AND r.partition = t.partition AND r.first_seq = t.first_seq
     AND bit_count(t.settled) = length(t.settled)
-),
-shrunk AS (
+)`],
+    ['shrunk', `shrunk AS (
   UPDATE ${s}.lease_ranges r
   SET settled = t.settled
   FROM took t
   WHERE r.group_id = $1 AND r.partition = t.partition AND r.first_seq = t.first_seq
     AND bit_count(t.settled) < length(t.settled)
-),
-reclaimed AS (
+)`],
+    ['reclaimed', `reclaimed AS (
   UPDATE ${s}.deliveries d
   SET attempt = d.attempt + 1,
       lease_id = l.lease_id,
@@ -247,23 +263,23 @@ reclaimed AS (
       visible_at = (SELECT now FROM clock) + $6::float8 * interval '1 millisecond'
   FROM leased l
   WHERE l.src = 'row' AND d.group_id = $1 AND d.partition = l.partition AND d.sequence = l.sequence
-),
-inserted AS (
+)`],
+    ['inserted', `inserted AS (
   INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, lease_id, consumer_id, leased_at, visible_at)
   SELECT $1, l.partition, l.sequence, l.attempt + 1, l.lease_id, $7,
          (SELECT now FROM clock), (SELECT now FROM clock) + $6::float8 * interval '1 millisecond'
   FROM leased l
   WHERE l.src = 'range' OR (l.src = 'new' AND NOT l.ranged)
-),
-opened AS (
+)`],
+    ['opened', `opened AS (
   INSERT INTO ${s}.lease_ranges (group_id, partition, first_seq, last_seq, token, consumer_id, leased_at, visible_at, settled)
   SELECT $1, u.partition, u.first_seq, u.last_seq, u.token, $7,
          (SELECT now FROM clock), (SELECT now FROM clock) + $6::float8 * interval '1 millisecond',
          repeat('0', (u.last_seq - u.first_seq + 1)::int)::varbit
   FROM runs u
   WHERE u.contiguous
-),
-advanced AS (
+)`],
+    ['advanced', `advanced AS (
   -- The cursor moves to the highest fresh sequence picked, and on over open
   -- rows directly above it: after a replay moved it back below open
   -- deliveries, leaving it under them would offer them again as fresh once
@@ -294,8 +310,14 @@ advanced AS (
     ) t
   ) n
   WHERE c.group_id = $1 AND c.partition = n.partition AND c.cursor < n.top
-)
--- All leases come back as ONE json array of arrays, in LEASE_FIELDS order
+)`],
+  ];
+  const kept = ctes
+    .filter(([name]) => path === 'full' || !FULL_ONLY.has(name))
+    .map(([name, sql]) => (path === 'fresh' && name === 'candidates' ? FRESH_CANDIDATES : sql));
+  return `
+WITH ${kept.join(',\n')}
+-- All leases come back as ONE json array of arrays, in the order of ClaimedLease
 -- (leases.ts), with the two timestamps once: parsing 500 rows of 12 columns
 -- cost the client ~5.8 ms of CPU per claim, one JSON.parse of the same
 -- leases ~2.1 ms.
