@@ -238,6 +238,7 @@ function chart(ctx: BenchContext, env: Environment): string {
       title: 'Consume 20,000 events/jobs end to end on PostgreSQL (same database, same run)',
       bars: [
         ...bar(PEERS, PEER_CASES.rheo, 'rheo.consume (500/50)', 'rheo'),
+        ...bar(PEERS, PEER_CASES.rheoTwo, '2 × rheo.consume (500/50 each)', 'rheo'),
         ...bar(CONSUME, best('postgres', producerCase), 'RheoProducer → lease sink (best)', 'rheo'),
         ...bar(CONSUME, fetchLoopCase('postgres', 500), 'rheo fetch(500) + ackMany loop', 'rheo'),
         ...bar(PEERS, PEER_CASES.graphile, 'graphile-worker (fast settings)', 'peer'),

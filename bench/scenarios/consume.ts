@@ -126,27 +126,35 @@ export async function drainWithProducer(
   return rate(events, elapsed);
 }
 
+/**
+ * `consumers` independent `rheo.consume` calls on the same group in this
+ * process (default 1), each with the given setting, until the frontier
+ * reaches the high watermark.
+ */
 export async function drainWithConsume(
   rheo: Rheo,
   { stream, group }: Target,
   events: number,
   s: { maxDemand: number; concurrency: number },
+  consumers = 1,
 ): Promise<number> {
   let handled = 0;
   const t0 = now();
-  const consumer = consume(rheo, {
-    stream,
-    group,
-    concurrency: s.concurrency,
-    maxDemand: s.maxDemand,
-    handler: () => {
-      handled++;
-    },
-  });
+  const running = Array.from({ length: consumers }, () =>
+    consume(rheo, {
+      stream,
+      group,
+      concurrency: s.concurrency,
+      maxDemand: s.maxDemand,
+      handler: () => {
+        handled++;
+      },
+    }),
+  );
   await waitUntil('consume handlers', () => handled >= events, 120_000, 1);
   await waitUntil('consume frontier', () => caughtUp(rheo, stream, group), 60_000, 1);
   const elapsed = now() - t0;
-  await consumer.stop();
+  await Promise.all(running.map((c) => c.stop()));
   return rate(events, elapsed);
 }
 

@@ -15,16 +15,20 @@ export const PEER_CASES = {
   pgBoss: `pg-boss drain (${PGBOSS_FAST.workers} workers × batchSize ${PGBOSS_FAST.batchSize}, polling ${PGBOSS_FAST.pollingIntervalSeconds}s)`,
   pgBossEnqueue: 'pg-boss enqueue (insert × 1000)',
   rheo: `rheo postgres rheo.consume (maxDemand ${RHEO_PEER_SETTING.maxDemand}, concurrency ${RHEO_PEER_SETTING.concurrency})`,
+  rheoTwo: `rheo postgres 2 × rheo.consume in one process (maxDemand ${RHEO_PEER_SETTING.maxDemand}, concurrency ${RHEO_PEER_SETTING.concurrency} each)`,
   rheoEnqueue: 'rheo postgres enqueue (appendBatch × 1000)',
   vsGraphile: 'rheo.consume ÷ graphile-worker',
   vsPgBoss: 'rheo.consume ÷ pg-boss',
+  twoVsGraphile: '2 × rheo.consume ÷ graphile-worker',
+  twoVsPgBoss: '2 × rheo.consume ÷ pg-boss',
 };
 
 /**
  * Scenario 3: the same 20,000 no-op jobs enqueued in bulk and drained by
  * graphile-worker, pg-boss and rheo, each in its own database on the same
  * cluster, interleaved within each repetition so drift hits all three alike.
- * The ratio is computed per repetition, then summarised.
+ * The ratio is computed per repetition, then summarised. rheo also drains
+ * with two consumers of the group in one process, as pg-boss runs two workers.
  */
 export async function peersScenario(ctx: BenchContext): Promise<void> {
   if (!ctx.pg) return ctx.skip(PEERS, 'no database');
@@ -53,6 +57,16 @@ export async function peersScenario(ctx: BenchContext): Promise<void> {
       ctx.record(PEERS, PEER_CASES.rheo, 'events/s', r);
       ctx.record(PEERS, PEER_CASES.vsGraphile, 'x', r / g.drainPerSec);
       ctx.record(PEERS, PEER_CASES.vsPgBoss, 'x', r / b.drainPerSec);
+
+      // pg-boss runs two workers; the same with two consumers of one group.
+      const twoStream = `peers-two-${run}`;
+      await rheo.createStream(twoStream);
+      await rheo.createGroup(twoStream, 'g');
+      await fill(rheo, twoStream, jobs, 1000);
+      const two = await drainWithConsume(rheo, { stream: twoStream, group: 'g' }, jobs, RHEO_PEER_SETTING, 2);
+      ctx.record(PEERS, PEER_CASES.rheoTwo, 'events/s', two);
+      ctx.record(PEERS, PEER_CASES.twoVsGraphile, 'x', two / g.drainPerSec);
+      ctx.record(PEERS, PEER_CASES.twoVsPgBoss, 'x', two / b.drainPerSec);
     }
   } finally {
     await rheo.close();
