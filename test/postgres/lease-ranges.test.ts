@@ -171,7 +171,11 @@ describe('postgres lease ranges', () => {
     const results = await rheo.ackMany(forged);
     expect(results.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['stale_lease', 'stale_lease', 'stale_lease', 'stale_lease']);
     expect((await rangeRows(schema)).every((r) => !r.settled.includes('1'))).toBe(true);
-    expect((await rheo.ackMany(leases)).every((r) => r.ok)).toBe(true);
+    // Mixed with real ones in one ackMany, each forged op fails alone.
+    const mixed = await rheo.ackMany([leases[0]!, forged[0]!, leases[1]!, forged[2]!]);
+    expect(mixed.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['ok', 'stale_lease', 'ok', 'stale_lease']);
+    expect((await rheo.ackMany(leases.slice(2))).every((r) => r.ok)).toBe(true);
+    expect(await rangeRows(schema)).toEqual([]);
   });
 
   it('acks of one range racing on many connections all apply', async () => {

@@ -191,17 +191,21 @@ export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<
   if (sent.length > 0) {
     const label = { action: `settle ${sent.length} lease(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true };
     const keys = [sent.map((s) => s.group.id), sent.map((s) => s.op.partition), sent.map((s) => s.op.sequence), sent.map((s) => s.op.leaseId)];
-    const rows = sent.every((s) => s.op.kind === 'ack')
-      ? await ctx.db.query<{ i: number }>(label, ctx.sql.ack, keys)
-      : await ctx.db.query<{ i: number }>(label, ctx.sql.settle, [
-          ...keys,
-          sent.map((s) => s.op.kind),
-          sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),
-          sent.map((s) => (s.op.kind === 'nack' ? s.op.delayMs : 0)),
-          sent.map((s) => s.group.maxAttempts),
-          ctx.now(),
-        ]);
-    for (const row of rows) applied.add(row.i - 1);
+    if (sent.every((s) => s.op.kind === 'ack')) {
+      // The ack statement names the ops that failed instead.
+      const failed = new Set((await ctx.db.query<{ i: number }>(label, ctx.sql.ack, keys)).map((row) => row.i - 1));
+      for (let i = 0; i < sent.length; i++) if (!failed.has(i)) applied.add(i);
+    } else {
+      const rows = await ctx.db.query<{ i: number }>(label, ctx.sql.settle, [
+        ...keys,
+        sent.map((s) => s.op.kind),
+        sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),
+        sent.map((s) => (s.op.kind === 'nack' ? s.op.delayMs : 0)),
+        sent.map((s) => s.group.maxAttempts),
+        ctx.now(),
+      ]);
+      for (const row of rows) applied.add(row.i - 1);
+    }
   }
   return ops.map((op, i) => {
     const slot = slotOf[i] ?? -1;
