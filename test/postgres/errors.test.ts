@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { LATEST_VERSION } from '../../src/backends/postgres/migrations/index.js';
 import { claimRoutine, ROUTINES } from '../../src/backends/postgres/routines.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { RheoError, type RheoErrorCode } from '../../src/core/errors.js';
@@ -115,6 +116,28 @@ describe('postgres error classification', () => {
     expect(error.message).toContain('migrate()');
     await backend.migrate();
     expect(await fetch()).toEqual([]);
+  });
+
+  it('a backend that did not migrate refuses a schema at another version before its first statement', async () => {
+    const newer = await makeTestBackend();
+    await sharedPool().query(`INSERT INTO "${newer.schema}".migrations (version, name) VALUES (999, 'from the future')`);
+    const other = postgresBackend({ pool: sharedPool() }, { schema: newer.schema });
+    const tooNew = await failure(other.listStreams());
+    expect(tooNew.code).toBe('schema_version');
+    expect(tooNew.message).toContain('999');
+    await other.close();
+
+    const older = await makeTestBackend();
+    await sharedPool().query(`DELETE FROM "${older.schema}".migrations WHERE version = $1`, [LATEST_VERSION]);
+    const behind = postgresBackend({ pool: sharedPool() }, { schema: older.schema });
+    for (const call of [() => behind.listStreams(), () => behind.settle([])]) {
+      const error = await failure(call());
+      expect(error.code).toBe('schema_version');
+      expect(error.message).toContain('call rheo.migrate()');
+    }
+    // A backend that migrated the schema itself trusts it from then on.
+    expect(await older.listStreams()).toEqual([]);
+    await behind.close();
   });
 
   it('refuses a schema migrated by a newer rheo', async () => {

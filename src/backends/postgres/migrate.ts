@@ -33,12 +33,7 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
       [],
     );
     const current = row?.version ?? 0;
-    if (current > LATEST_VERSION) {
-      throw new RheoError(
-        'schema_version',
-        `schema "${schema}" is at migration ${current}, newer than this rheo knows (${LATEST_VERSION}); upgrade rheo before using it`,
-      );
-    }
+    if (current > LATEST_VERSION) throw newerSchema(schema, current);
     for (const migration of MIGRATIONS) {
       if (migration.version <= current) continue;
       await txQuery(tx, renderMigration(migration, quotedSchema), []);
@@ -60,4 +55,32 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
       if (!present.has(routine.name)) await txQuery(tx, routine.definition(quotedSchema), []);
     }
   });
+}
+
+function newerSchema(schema: string, current: number): RheoError {
+  return new RheoError(
+    'schema_version',
+    `schema "${schema}" is at migration ${current}, newer than this rheo knows (${LATEST_VERSION}); upgrade rheo before using it`,
+  );
+}
+
+/**
+ * The check a backend makes before its first statement when it did not run
+ * migrate() itself: the schema must be at exactly this rheo's version. A
+ * missing schema or migrations table is classified as `schema_version` too.
+ */
+export async function checkSchemaVersion(db: Database, schema: string, quotedSchema: string): Promise<void> {
+  const [row] = await db.query<{ version: number | null }>(
+    { action: `check the migration version of schema "${schema}"`, writes: false },
+    `SELECT max(version) AS version FROM ${quotedSchema}.migrations`,
+    [],
+  );
+  const current = row?.version ?? 0;
+  if (current > LATEST_VERSION) throw newerSchema(schema, current);
+  if (current < LATEST_VERSION) {
+    throw new RheoError(
+      'schema_version',
+      `schema "${schema}" is at migration ${current} but this rheo needs ${LATEST_VERSION}; call rheo.migrate()`,
+    );
+  }
 }

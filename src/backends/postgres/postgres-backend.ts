@@ -31,7 +31,7 @@ import {
   startParams,
 } from './group-admin.js';
 import { fetchLeases, renewLeases, settleLeases, type LeaseContext } from './leases.js';
-import { migrate } from './migrate.js';
+import { checkSchemaVersion, migrate } from './migrate.js';
 import { AppendListener } from './notifications.js';
 import { nowParam, toEvent, type EventRow } from './rows.js';
 import { notifyChannel, quoteSchema } from './schema-name.js';
@@ -85,6 +85,8 @@ export class PostgresBackend implements Backend {
   readonly #ctx: LeaseContext;
   readonly #listener: AppendListener;
   #closing: Promise<void> | null = null;
+  #schemaOk = false;
+  #schemaCheck: Promise<void> | null = null;
 
   constructor(connection: PostgresBackendConfig, options: PostgresBackendOptions = {}) {
     if (connection === null || typeof connection !== 'object') {
@@ -152,8 +154,33 @@ export class PostgresBackend implements Backend {
     return this.#listener.ready();
   }
 
-  migrate(): Promise<void> {
-    return migrate(this.#db, this.schema, this.#quotedSchema);
+  async migrate(): Promise<void> {
+    await migrate(this.#db, this.schema, this.#quotedSchema);
+    this.#schemaOk = true;
+  }
+
+  /**
+   * Before its first statement, a backend that did not migrate the schema
+   * itself checks that the schema is at the version this rheo was written
+   * for (one query, once): a newer rheo's schema may hold state this code
+   * would misread, and an older one lacks tables and routines it needs.
+   * A failed check is repeated on the next call.
+   */
+  #ensureSchema(): Promise<void> {
+    if (this.#schemaOk) return Promise.resolve();
+    const check =
+      this.#schemaCheck ??
+      checkSchemaVersion(this.#db, this.schema, this.#quotedSchema).then(
+        () => {
+          this.#schemaOk = true;
+        },
+        (error: unknown) => {
+          this.#schemaCheck = null;
+          throw error;
+        },
+      );
+    this.#schemaCheck = check;
+    return check;
   }
 
   close(): Promise<void> {
@@ -165,6 +192,7 @@ export class PostgresBackend implements Backend {
   }
 
   async createStream(name: string, partitions: number): Promise<void> {
+    await this.#ensureSchema();
     const rows = await this.#db.query(
       { action: `create stream "${name}"`, stream: name, writes: true },
       this.#sql.createStream,
@@ -176,6 +204,7 @@ export class PostgresBackend implements Backend {
   }
 
   async listStreams(): Promise<StreamInfo[]> {
+    await this.#ensureSchema();
     const rows = await this.#db.query<{ name: string; partitions: number; created_at_ms: number }>(
       { action: 'list streams', writes: false },
       this.#sql.listStreams,
@@ -185,6 +214,7 @@ export class PostgresBackend implements Backend {
   }
 
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
+    await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
     const start = startParams(s, spec.start);
     const rows = await this.#db.query(
@@ -198,6 +228,7 @@ export class PostgresBackend implements Backend {
   }
 
   async listGroups(stream: string): Promise<string[]> {
+    await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
     const rows = await this.#db.query<{ name: string }>(
       { action: `list groups of stream "${stream}"`, stream, writes: false },
@@ -208,6 +239,7 @@ export class PostgresBackend implements Backend {
   }
 
   async append(stream: string, inputs: PreparedAppend[]): Promise<RheoEvent[]> {
+    await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
     const { events, wrote } = await appendEvents(this.#ctx, s, inputs, {
       clock: this.#clock,
@@ -219,6 +251,7 @@ export class PostgresBackend implements Backend {
   }
 
   async read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]> {
+    await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
     checkPartitions(s, [partition]);
     const rows = await this.#db.query<EventRow>(
@@ -230,6 +263,7 @@ export class PostgresBackend implements Backend {
   }
 
   async query(stream: string, query: NormalizedQuery): Promise<QueryResult> {
+    await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
     if (query.partition !== null) checkPartitions(s, [query.partition]);
     const { text, values } = buildQuery(this.#quotedSchema, s.id, query);
@@ -244,30 +278,34 @@ export class PostgresBackend implements Backend {
   }
 
   fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
-    return fetchLeases(this.#ctx, stream, group, request);
+    return this.#schemaOk ? fetchLeases(this.#ctx, stream, group, request) : this.#ensureSchema().then(() => fetchLeases(this.#ctx, stream, group, request));
   }
 
   renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
-    return renewLeases(this.#ctx, refs, leaseMs);
+    return this.#schemaOk ? renewLeases(this.#ctx, refs, leaseMs) : this.#ensureSchema().then(() => renewLeases(this.#ctx, refs, leaseMs));
   }
 
   settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
-    return settleLeases(this.#ctx, ops);
+    return this.#schemaOk ? settleLeases(this.#ctx, ops) : this.#ensureSchema().then(() => settleLeases(this.#ctx, ops));
   }
 
   async lag(stream: string, group: string): Promise<LagReport> {
+    await this.#ensureSchema();
     return lagReport(this.#ctx, await this.#catalog.group(stream, group));
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, partitions: number[] | null): Promise<void> {
+    await this.#ensureSchema();
     await replayGroup(this.#ctx, await this.#catalog.group(stream, group), spec, partitions);
   }
 
   async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
+    await this.#ensureSchema();
     await resetGroup(this.#ctx, await this.#catalog.group(stream, group), start);
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {
+    await this.#ensureSchema();
     const g = await this.#catalog.group(stream, group);
     const lag = await lagReport(this.#ctx, g);
     const counts = await groupCounts(this.#ctx, g);
@@ -275,10 +313,12 @@ export class PostgresBackend implements Backend {
   }
 
   async deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]> {
+    await this.#ensureSchema();
     return listDeadLetters(this.#ctx, await this.#catalog.group(stream, group), limit, after);
   }
 
   async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
+    await this.#ensureSchema();
     return redrive(this.#ctx, await this.#catalog.group(stream, group), eventIds);
   }
 
@@ -288,6 +328,7 @@ export class PostgresBackend implements Backend {
   }
 
   async storageStats(stream: string, group: string): Promise<GroupStorageStats> {
+    await this.#ensureSchema();
     const counts = await groupCounts(this.#ctx, await this.#catalog.group(stream, group));
     return { deliveries: counts.deliveries, deadLetters: counts.dead_letters };
   }
