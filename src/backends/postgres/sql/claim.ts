@@ -62,15 +62,16 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  *    attempt + 1; picked members of expired ranges become rows at attempt 2;
  *    picked fresh ones become one range per partition (or rows with their own
  *    ids when a replay left them non-contiguous); cursors move to the highest
- *    fresh sequence picked. Leases are returned straight from `picked` (the
- *    rows are locked by this statement, so every write above applies):
- *    joining `picked` back to the modifying CTEs made the planner nest-loop
- *    two 500-row CTEs (250k comparisons, 70 ms per claim).
+ *    fresh sequence picked, and on over open rows directly above it. Leases
+ *    are returned straight from `picked` (the rows are locked by this
+ *    statement, so every write above applies): joining `picked` back to the
+ *    modifying CTEs made the planner nest-loop two 500-row CTEs (250k
+ *    comparisons, 70 ms per claim).
  *
- * Sent as a named prepared statement (statements.ts), so each connection
- * plans it once and soon switches to the generic plan. DESIGN.md §3 records a
- * generic claim plan collapsing to 40 tps; this one reaches the log only
- * through events_pkey in the custom and the generic plan alike
+ * Run inside the claim routine (routines.ts), which forces the generic plan:
+ * PostgreSQL would otherwise plan it again on every call. DESIGN.md §3
+ * records a generic claim plan collapsing to 40 tps; this one reaches the log
+ * only through events_pkey in the custom and the generic plan alike
  * (test/postgres/explain.test.ts), and the bench measured it flat from 1k to
  * 1M events of backlog.
  *
