@@ -27,10 +27,11 @@ function accesses(plan: PlanNode, relation: string): string[] {
 
 /**
  * The hot statements' plans, both custom (planned with the actual values) and
- * generic: rheo sends them as named prepared statements, which switch to the
- * generic plan after five executions (DESIGN.md §3 records a generic claim
- * plan collapsing to 40 tps). Over a realistic table state: thousands of
- * events, hundreds of live leases, statistics gathered.
+ * generic: settle, ack and renew are named prepared statements, which switch
+ * to the generic plan after five executions, and the claim runs in a routine
+ * that forces its generic plan (routines.ts; DESIGN.md §3 records a generic
+ * claim plan collapsing to 40 tps). Over a realistic table state: thousands
+ * of events, hundreds of live leases, statistics gathered.
  */
 describe('postgres hot statement plans', () => {
   let rheo: Rheo;
