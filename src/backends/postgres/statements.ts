@@ -14,7 +14,8 @@ import {
   resetSql,
   resolveFromTimeSql,
 } from './sql/groups.js';
-import { ackSql, explodeGroupSql, renewSql, settleSql } from './sql/settle.js';
+import { explodeGroupSql } from './sql/ranges.js';
+import { ackSql, renewSql, settleSql } from './sql/settle.js';
 import {
   createGroupSql,
   createStreamSql,

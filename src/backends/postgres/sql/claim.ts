@@ -1,5 +1,6 @@
 import { ms } from '../connection.js';
 import { eventColumns, nowSql } from '../rows.js';
+import { memberBit, stillInRange } from './ranges.js';
 
 /**
  * Which claim: `full` handles every kind of claimable delivery; `fresh` is the
@@ -141,7 +142,7 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
   -- Their members still in the range, each a delivery at attempt 1.
   SELECT xr.partition, xr.ord, m.sequence
   FROM xr CROSS JOIN LATERAL generate_series(xr.first_seq, xr.last_seq) AS m(sequence)
-  WHERE get_bit(xr.settled, (m.sequence - xr.first_seq)::int) = 0
+  WHERE ${stillInRange('xr.settled', 'xr.first_seq', 'm.sequence')}
 )`],
     ['fresh', `fresh AS MATERIALIZED (
   SELECT cur.partition, cur.ord, e.sequence
@@ -233,7 +234,7 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
     ['took', `took AS MATERIALIZED (
   -- Per expired range, its bits with the members picked or dead-lettered here set.
   SELECT xr.partition, xr.first_seq,
-         xr.settled | bit_or(set_bit(xr.settled # xr.settled, (t.sequence - xr.first_seq)::int, 1)) AS settled
+         xr.settled | bit_or(${memberBit('xr.settled', 'xr.first_seq', 't.sequence')}) AS settled
   FROM (
     SELECT partition, sequence FROM picked WHERE src = 'range'
     UNION ALL

@@ -1,5 +1,6 @@
 import { ms } from '../connection.js';
 import { nowSql } from '../rows.js';
+import { memberBit, stillInRange } from './ranges.js';
 
 /**
  * Settle many leases (ack, nack, reject, release; any mix, any groups) in ONE
@@ -162,11 +163,11 @@ function rangeCtes(s: string): string {
 ),
 rop AS MATERIALIZED (
   SELECT op.*, rng.first_seq, rng.consumer_id, rng.leased_at,
-         set_bit(rng.settled # rng.settled, (op.sequence - rng.first_seq)::int, 1) AS bit
+         ${memberBit('rng.settled', 'rng.first_seq', 'op.sequence')} AS bit
   FROM op
   JOIN rng ON rng.token = op.token AND rng.group_id = op.group_id AND rng.partition = op.partition
   WHERE op.ranged AND op.sequence BETWEEN rng.first_seq AND rng.last_seq
-    AND get_bit(rng.settled, (op.sequence - rng.first_seq)::int) = 0
+    AND ${stillInRange('rng.settled', 'rng.first_seq', 'op.sequence')}
 )`;
 }
 
@@ -231,29 +232,3 @@ SELECT i, ${ms(expiry)} AS expires_at_ms FROM rop
 UNION ALL
 SELECT i, expires_at_ms FROM renewed`;
 }
-
-/**
- * Explode every lease range of a group in the given partitions into
- * ordinary deliveries rows: each member still in a range becomes a row under
- * its own range-form lease id, with the range's attempt (1), consumer and
- * expiry, so nothing a holder can observe changes. Replay runs it first: it
- * moves cursors back below ranges and reopens sequences inside them, and
- * both work on rows. $1 group_id, $2 partitions.
- */
-export function explodeGroupSql(s: string): string {
-  return explodeWhere(s, 'r.group_id = $1 AND r.partition = ANY ($2::int[])');
-}
-
-function explodeWhere(s: string, where: string): string {
-  return `
-WITH x AS (
-  DELETE FROM ${s}.lease_ranges r
-  WHERE ${where}
-  RETURNING r.group_id, r.partition, r.first_seq, r.last_seq, r.token, r.consumer_id, r.leased_at, r.visible_at, r.settled
-)
-INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, lease_id, consumer_id, leased_at, visible_at)
-SELECT x.group_id, x.partition, m.sequence, 1, x.token || '.' || m.sequence, x.consumer_id, x.leased_at, x.visible_at
-FROM x CROSS JOIN LATERAL generate_series(x.first_seq, x.last_seq) AS m(sequence)
-WHERE get_bit(x.settled, (m.sequence - x.first_seq)::int) = 0`;
-}
-
