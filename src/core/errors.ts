@@ -15,6 +15,9 @@ export const RHEO_ERROR_CODES = [
   'ambiguous',
   'schema_version',
   'closed',
+  'permission_denied',
+  'event_too_large',
+  'unsupported',
   'internal',
 ] as const;
 
