@@ -1,5 +1,4 @@
 import { Writable } from 'node:stream';
-import pLimit, { type LimitFunction } from 'p-limit';
 import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
@@ -17,6 +16,12 @@ import {
 } from './lease-outcome.js';
 import type { Timers } from '../producer/timers.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
+import { WorkQueue } from './work-queue.js';
+
+interface ClosedBatch<T> {
+  leases: Lease<T>[];
+  reason: FlushReason;
+}
 
 /**
  * What `handleBatch` returns: nothing or `'ack'` acks every lease; an array
@@ -82,9 +87,13 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly batchTimeoutMs: number;
   readonly #producer: LeaseSettler<T>;
   readonly #handleBatch: BatchSinkOptions<T>['handleBatch'];
-  readonly #limit: LimitFunction;
+  readonly #concurrency: number;
   readonly #collector: BatchCollector<Lease<T>>;
-  readonly #queued = new Set<Lease<T>[]>();
+  /** Closed batches waiting for a free slot. */
+  readonly #queued = new WorkQueue<ClosedBatch<T>>();
+  #active = 0;
+  #pumpScheduled = false;
+  /** Running batches and unanswered settles: `_final` waits for none. */
   readonly #tasks = new Set<Promise<void>>();
   readonly #shutdown = new AbortController();
   readonly #lost = new LostLeases();
@@ -102,7 +111,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     this.batchTimeoutMs = batchTimeoutMs;
     this.#producer = options.producer;
     this.#handleBatch = options.handleBatch;
-    this.#limit = pLimit({ concurrency, rejectOnClear: true });
+    this.#concurrency = concurrency;
     this.#collector = new BatchCollector<Lease<T>>({
       size: batchSize,
       intervalMs: batchTimeoutMs,
@@ -114,7 +123,12 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
 
   /** Batches being handled now. */
   get activeCount(): number {
-    return this.#limit.activeCount;
+    return this.#active;
+  }
+
+  /** Closed batches waiting for a free slot. */
+  get queuedCount(): number {
+    return this.#queued.length;
   }
 
   /** Leases in the batch still open. */
@@ -137,9 +151,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.#shutdown.abort(error ?? new Error('batch sink destroyed'));
-    this.#limit.clearQueue();
-    const unstarted = [...this.#collector.take(), ...[...this.#queued].flat()];
-    this.#queued.clear();
+    const unstarted = [...this.#collector.take(), ...this.#queued.drain().flatMap((batch) => batch.leases)];
     this.#producer.off('lease-lost', this.#onLost);
     Promise.all(unstarted.map((lease) => settleLease(this.#producer, lease, { kind: 'release' }, this))).then(
       () => callback(error),
@@ -148,20 +160,42 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   }
 
   #dispatch(leases: Lease<T>[], reason: FlushReason): void {
-    this.#queued.add(leases);
-    const task = this.#limit(() => this.#run(leases, reason)).catch(() => {
-      // Cleared from the queue by destroy: _destroy releases the leases.
-    });
-    this.#tasks.add(task);
-    void task.finally(() => this.#tasks.delete(task));
+    this.#queued.push({ leases, reason });
+    // Batches start in a microtask, never inside `_write` or a timer flush of the collector.
+    if (!this.#pumpScheduled) {
+      this.#pumpScheduled = true;
+      queueMicrotask(this.#pump);
+    }
   }
 
+  readonly #pump = (): void => {
+    this.#pumpScheduled = false;
+    while (this.#active < this.#concurrency && !this.#shutdown.signal.aborted) {
+      const batch = this.#queued.shift();
+      if (batch === undefined) return;
+      this.#active++;
+      const task = this.#run(batch.leases, batch.reason).then(this.#ran, this.#ran);
+      this.#tasks.add(task);
+      void task.finally(() => this.#tasks.delete(task));
+    }
+  };
+
+  /** Runs inside the finished batch's promise, so the next batch is tracked before that one leaves `#tasks`. */
+  readonly #ran = (): void => {
+    this.#active--;
+    this.#pump();
+  };
+
   async #whenIdle(): Promise<void> {
-    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+    for (;;) {
+      // A batch dispatched just now waits for its microtask; start it here rather than wait for that.
+      if (this.#tasks.size === 0) this.#pump();
+      if (this.#tasks.size === 0) return;
+      await Promise.allSettled([...this.#tasks]);
+    }
   }
 
   async #run(batch: Lease<T>[], reason: FlushReason): Promise<void> {
-    if (!this.#queued.delete(batch)) return;
     // Leases lost while waiting (renewal answered stale_lease) would only be refused at settle time.
     const leases = batch.filter((lease) => !this.#lost.take(lease.leaseId));
     if (leases.length === 0) return;

@@ -4,6 +4,7 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { LazyAbort } from './lazy-abort.js';
+import { WorkQueue } from './work-queue.js';
 
 import {
   isThenable,
@@ -65,15 +66,8 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #producer: LeaseSettler<T>;
   readonly #handle: LeaseSinkOptions<T>['handle'];
   readonly #maxQueued: number;
-  /**
-   * Accepted and not started, oldest first from `#head`. A slot is `null`
-   * when its lease was lost while it waited. A plain array with a head index
-   * instead of p-limit: p-limit costs a chain of promises per lease, which
-   * profiles of this sink showed as a large share of its time.
-   */
-  #queue: Array<Lease<T> | null> = [];
-  #head = 0;
-  #queuedCount = 0;
+  /** Accepted and not started, oldest first. */
+  readonly #queue = new WorkQueue<Lease<T>>();
   readonly #running = new Map<string, LazyAbort>();
   /** Handlers running plus settles not answered yet: `_final` waits for zero. */
   #busy = 0;
@@ -87,35 +81,20 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     const running = this.#running.get(id);
     if (running) return running.abort(info.error);
     // Lost while queued (renewal answered stale_lease): its settle would be refused anyway.
-    for (let i = this.#head; i < this.#queue.length; i++) {
-      if (this.#queue[i]?.leaseId === id) {
-        this.#queue[i] = null;
-        this.#queuedCount--;
-        this.#resumeWrite();
-        this.#checkIdle();
-        return;
-      }
+    if (this.#queue.withdraw((lease) => lease.leaseId === id)) {
+      this.#resumeWrite();
+      this.#checkIdle();
     }
   };
   readonly #pump = (): void => {
     this.#pumpScheduled = false;
     this.#pumping = true;
-    while (this.#running.size < this.concurrency && this.#queuedCount > 0 && !this.#destroyed) {
-      const lease = this.#queue[this.#head];
-      this.#queue[this.#head++] = null;
-      if (lease === null || lease === undefined) continue;
-      this.#queuedCount--;
+    while (this.#running.size < this.concurrency && !this.#destroyed) {
+      const lease = this.#queue.shift();
+      if (lease === undefined) break;
       this.#start(lease);
     }
     this.#pumping = false;
-    if (this.#head === this.#queue.length) {
-      this.#queue = [];
-      this.#head = 0;
-    } else if (this.#head >= 1024 && this.#head * 2 >= this.#queue.length) {
-      // A queue that never runs empty would otherwise keep every started slot.
-      this.#queue = this.#queue.slice(this.#head);
-      this.#head = 0;
-    }
     this.#resumeWrite();
   };
   readonly #settled = (): void => {
@@ -149,19 +128,18 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
 
   /** Leases accepted and waiting for a free slot. */
   get queuedCount(): number {
-    return this.#queuedCount;
+    return this.#queue.length;
   }
 
   override _write(lease: Lease<T>, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     this.#queue.push(lease);
-    this.#queuedCount++;
     // Handlers start in a microtask, never inside `_write`: one pump starts
     // every lease written in the same synchronous run.
     if (!this.#pumpScheduled) {
       this.#pumpScheduled = true;
       queueMicrotask(this.#pump);
     }
-    if (this.#queuedCount <= this.#maxQueued) callback();
+    if (this.#queue.length <= this.#maxQueued) callback();
     else this.#waitingWrite = () => callback();
   }
 
@@ -170,7 +148,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
       this.#producer.off('lease-lost', this.#onLost);
       callback();
     };
-    if (this.#busy === 0 && this.#queuedCount === 0) return finish();
+    if (this.#busy === 0 && this.#queue.length === 0) return finish();
     this.#idle = finish;
   }
 
@@ -178,10 +156,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     this.#destroyed = true;
     const reason = error ?? new Error('lease sink destroyed');
     for (const abort of this.#running.values()) abort.abort(reason);
-    const unstarted = this.#queue.slice(this.#head).filter((lease): lease is Lease<T> => lease !== null);
-    this.#queue = [];
-    this.#head = 0;
-    this.#queuedCount = 0;
+    const unstarted = this.#queue.drain();
     this.#producer.off('lease-lost', this.#onLost);
     Promise.all(unstarted.map((lease) => settleLease(this.#producer, lease, { kind: 'release' }, this))).then(
       () => callback(error),
@@ -190,7 +165,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   }
 
   #resumeWrite(): void {
-    if (this.#waitingWrite && this.#queuedCount <= this.#maxQueued) {
+    if (this.#waitingWrite && this.#queue.length <= this.#maxQueued) {
       const resume = this.#waitingWrite;
       this.#waitingWrite = null;
       resume();
@@ -234,11 +209,11 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     // bounded because the producer confirms only once the settle is answered.
     void settleLease(this.#producer, lease, settlement, this).then(this.#settled, this.#settleThrew);
     // A handler that finished inside the pump loop leaves the loop to start the next one.
-    if (this.#queuedCount > 0 && !this.#pumping) this.#pump();
+    if (this.#queue.length > 0 && !this.#pumping) this.#pump();
   }
 
   #checkIdle(): void {
-    if (this.#busy > 0 || this.#queuedCount > 0 || !this.#idle) return;
+    if (this.#busy > 0 || this.#queue.length > 0 || !this.#idle) return;
     const idle = this.#idle;
     this.#idle = null;
     idle();

@@ -294,6 +294,60 @@ for (const factory of backendFactories) {
       expect(batchErrors).toHaveLength(1);
       expect((await rheo.deadLetters(stream, group)).map((d) => d.reason)).toEqual(['bad']);
     });
+
+    it('handles at most `concurrency` batches at once, in the order they closed', async () => {
+      const { faulty, rheo, stream, group } = fx();
+      await fx().append(12);
+      const leases = await rheo.fetch(stream, group, { limit: 12 });
+      const producer = fx().producer();
+      const started: number[][] = [];
+      let peak = 0;
+      const sink = createBatchSink({
+        producer,
+        batchSize: 2,
+        concurrency: 2,
+        handleBatch: async (batch) => {
+          started.push(batch.map((l) => l.event.sequence));
+          peak = Math.max(peak, sink.activeCount);
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        },
+      });
+      await pipeline(Readable.from(leases), sink);
+      expect(peak).toBe(2);
+      expect(started.flat()).toEqual(leases.map((l) => l.event.sequence));
+      expect(started.every((batch) => batch.length === 2)).toBe(true);
+      expect(faulty.settles.filter((s) => s.kind === 'ack' && s.ok)).toHaveLength(12);
+    });
+
+    it('destroying the sink releases the batches that wait for a slot', async () => {
+      const { faulty, rheo, stream, group } = fx();
+      await fx().append(3);
+      const leases = await rheo.fetch(stream, group, { limit: 3 });
+      const producer = fx().producer();
+      let signal: AbortSignal | null = null;
+      const sink = createBatchSink({
+        producer,
+        batchSize: 1,
+        batchTimeoutMs: 60_000,
+        handleBatch: (_batch, context) => {
+          signal = context.signal;
+          return new Promise<void>(() => {}); // never settles
+        },
+      });
+      // A source that never ends, so only the destroy can finish the pipeline.
+      const source = new Readable({ objectMode: true, read() {} });
+      for (const lease of leases) source.push(lease);
+      const done = pipeline(source, sink).catch((error: unknown) => error);
+      await until(() => sink.activeCount === 1 && sink.queuedCount === 2, 'one batch runs, two wait');
+      sink.destroy(new Error('stop'));
+      await done;
+      await until(() => faulty.settles.length === 2, 'the waiting batches are released');
+      expect(faulty.settles.map((s) => [s.kind, s.sequence, s.ok])).toEqual([
+        ['release', 2, true],
+        ['release', 3, true],
+      ]);
+      expect(signal!.aborted).toBe(true);
+    });
   });
 }
 

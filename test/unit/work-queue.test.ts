@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { WorkQueue } from '../../src/sinks/work-queue.js';
+
+const item = (n: number): { n: number } => ({ n });
+
+describe('WorkQueue', () => {
+  it('shifts in push order and reports undefined when empty', () => {
+    const queue = new WorkQueue<{ n: number }>();
+    expect(queue.shift()).toBeUndefined();
+    for (let n = 1; n <= 3; n++) queue.push(item(n));
+    expect(queue.length).toBe(3);
+    expect([queue.shift()?.n, queue.shift()?.n]).toEqual([1, 2]);
+    queue.push(item(4));
+    expect([queue.shift()?.n, queue.shift()?.n, queue.shift()]).toEqual([3, 4, undefined]);
+    expect(queue.length).toBe(0);
+  });
+
+  it('withdraws the oldest match only, and shift skips the hole it leaves', () => {
+    const queue = new WorkQueue<{ n: number }>();
+    for (const n of [1, 2, 2, 3]) queue.push(item(n));
+    expect(queue.withdraw((i) => i.n === 2)).toBe(true);
+    expect(queue.withdraw((i) => i.n === 9)).toBe(false);
+    expect(queue.length).toBe(3);
+    expect(queue.withdraw((i) => i.n === 1)).toBe(true);
+    expect([queue.shift()?.n, queue.shift()?.n, queue.shift()]).toEqual([2, 3, undefined]);
+  });
+
+  it('drain returns what waits, oldest first, without the holes, and empties the queue', () => {
+    const queue = new WorkQueue<{ n: number }>();
+    for (let n = 1; n <= 5; n++) queue.push(item(n));
+    queue.shift();
+    queue.withdraw((i) => i.n === 3);
+    expect(queue.drain().map((i) => i.n)).toEqual([2, 4, 5]);
+    expect(queue.length).toBe(0);
+    expect(queue.shift()).toBeUndefined();
+  });
+
+  it('keeps order across the compaction of a queue that never runs empty', () => {
+    const queue = new WorkQueue<{ n: number }>();
+    const shifted: number[] = [];
+    let next = 0;
+    for (let round = 0; round < 5000; round++) {
+      queue.push(item(next++));
+      queue.push(item(next++));
+      shifted.push(queue.shift()!.n);
+    }
+    expect(queue.length).toBe(5000);
+    while (queue.length > 0) shifted.push(queue.shift()!.n);
+    expect(shifted).toEqual(Array.from({ length: next }, (_, n) => n));
+  });
+});
