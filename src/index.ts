@@ -1,7 +1,7 @@
 export { createRheo, Rheo } from './rheo.js';
 export type { RheoOptions, RheoDefaults, SettleRequest } from './rheo.js';
 export { RheoError, isRheoError, RHEO_ERROR_CODES } from './core/errors.js';
-export type { RheoErrorCode } from './core/errors.js';
+export type { RheoErrorCode, RheoErrorDetails } from './core/errors.js';
 export { ManualClock, systemClock } from './core/clock.js';
 export type { Clock } from './core/clock.js';
 export { murmur2, partitionForKey } from './core/partitioner.js';
@@ -22,6 +22,7 @@ export type {
   RenewErrorInfo,
   ReleasedInfo,
   FetchedInfo,
+  WithLease,
 } from './producer/producer-options.js';
 export type { RenewSummary } from './producer/inflight-tracker.js';
 export type { BackoffOptions } from './producer/backoff.js';
@@ -50,6 +51,7 @@ export { createRateLimit, RateLimit } from './transforms/rate-limit.js';
 export type { RateLimitOptions } from './transforms/rate-limit.js';
 export { createBatchTransform, BatchTransform } from './transforms/batch-transform.js';
 export type { BatchTransformOptions } from './transforms/batch-transform.js';
+export type { LeaseReleaser } from './transforms/release-held.js';
 export type { FlushReason } from './transforms/batch-collector.js';
 export { Consumer } from './consumer/consumer.js';
 export type { ConsumerSource } from './consumer/consumer.js';

@@ -10,8 +10,6 @@ import { SettleBatcher } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from './timers.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
 
-type Listener<A extends unknown[]> = (...args: A) => void;
-
 /**
  * The reason for aborting the producer's own waits. Without a reason,
  * `abort()` builds a DOMException with a stack trace, once or twice per
@@ -24,18 +22,23 @@ const CANCELLED = new Error('rheo producer wait cancelled');
  * events a caller usually wants (`data` carries a `Lease<T>`).
  */
 export interface RheoProducer<T extends JsonValue = JsonValue> {
-  on<E extends keyof RheoProducerEvents<T>>(event: E, listener: Listener<RheoProducerEvents<T>[E]>): this;
+  on<E extends keyof RheoProducerEvents<T>>(event: E, listener: (...args: RheoProducerEvents<T>[E]) => void): this;
   on(event: 'data', listener: (lease: Lease<T>) => void): this;
   on(event: 'error', listener: (error: Error) => void): this;
   on(event: string | symbol, listener: (...args: unknown[]) => void): this;
-  once<E extends keyof RheoProducerEvents<T>>(event: E, listener: Listener<RheoProducerEvents<T>[E]>): this;
+  once<E extends keyof RheoProducerEvents<T>>(event: E, listener: (...args: RheoProducerEvents<T>[E]) => void): this;
   once(event: 'data', listener: (lease: Lease<T>) => void): this;
   once(event: 'error', listener: (error: Error) => void): this;
   once(event: string | symbol, listener: (...args: unknown[]) => void): this;
-  off<E extends keyof RheoProducerEvents<T>>(event: E, listener: Listener<RheoProducerEvents<T>[E]>): this;
+  off<E extends keyof RheoProducerEvents<T>>(event: E, listener: (...args: RheoProducerEvents<T>[E]) => void): this;
   off(event: string | symbol, listener: (...args: unknown[]) => void): this;
   read(size?: number): Lease<T> | null;
-  [Symbol.asyncIterator](): AsyncIterableIterator<Lease<T>>;
+  /**
+   * Node's own iterator type, with the lease type filled in: under
+   * `lib: ESNext` it includes `[Symbol.asyncDispose]`, which a plain
+   * `AsyncIterableIterator` lacks, and `Readable`'s signature would not accept.
+   */
+  [Symbol.asyncIterator](): NodeJS.AsyncIterator<Lease<T>>;
 }
 
 /**
