@@ -23,12 +23,15 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-post
  *     class and code across them) and runs `createBatchSink` in both;
  *  4. type-checks every ```ts block of the README (see readme-blocks.ts for
  *     the rules) and a CommonJS consumer in a strict TypeScript project.
- * Exits non-zero on the first failed step; `--keep` leaves the scratch
- * directory for inspection.
+ * Build, pack and install failures end the run; after that every check runs
+ * and the exit code is non-zero if any failed. `--keep` leaves the scratch
+ * project for inspection; `RHEO_PACKAGE_TEST_NODE=/path/to/node` runs the
+ * runtime checks (2 and 3) on another Node.js binary, to test `engines`.
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const keep = process.argv.includes('--keep');
+const userNode = process.env.RHEO_PACKAGE_TEST_NODE ?? process.execPath;
 
 interface PackageJson {
   name: string;
@@ -120,6 +123,7 @@ async function main(): Promise<void> {
     const install = ['install', '--no-audit', '--no-fund', '--loglevel=error', join(scratch, packed[0]!.filename), ...tools];
     run('npm', install, { cwd: project });
     console.log(`ok    build, pack and install ${packed[0]!.filename} into a scratch project`);
+    console.log(`      runtime checks on Node.js ${run(userNode, ['--version'], { cwd: project }).trim()}`);
 
     const dist = join(project, 'node_modules', manifest.name, 'dist');
     await step('one copy of every module per module system', () => duplicatedModules(dist));
@@ -141,7 +145,7 @@ async function main(): Promise<void> {
       ['readme-postgres.cjs', 'readme_cjs'],
     ] as const) {
       await step(`README PostgreSQL block runs as ${file}`, async () => {
-        run(process.execPath, [file], { cwd: project, env: { ...process.env, DATABASE_URL: pgUrl(database) } });
+        run(userNode, [file], { cwd: project, env: { ...process.env, DATABASE_URL: pgUrl(database) } });
         const tables = await migratedTables(pgUrl(database), 'rheo');
         return tables > 0 ? [] : [`it exited 0 but schema "rheo" in ${database} has no tables`];
       });
@@ -155,7 +159,7 @@ async function main(): Promise<void> {
       await step(`every runtime export through ${system === 'esm' ? 'import' : 'require'}, one implementation behind rheo and rheo/postgres, createBatchSink (${file})`, () => {
         writeFileSync(join(project, file), entryCheckScript(system));
         const env = { ...process.env, DATABASE_URL: pgUrl(database), RHEO_EXPECTED_EXPORTS: expected };
-        run(process.execPath, [file], { cwd: project, env });
+        run(userNode, [file], { cwd: project, env });
       });
     }
 
