@@ -38,8 +38,17 @@ interface PackageJson {
   exports: Record<string, string | { import?: { types?: string }; require?: { types?: string } }>;
 }
 
+/** A hang (a snippet that leaves a pool open, a stuck install) becomes a failure instead of a stuck CI job. */
+const HANG_GUARD_MS = 10 * 60_000;
+
 function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): string {
-  const result = spawnSync(command, args, { cwd: options.cwd, env: options.env ?? process.env, encoding: 'utf8' });
+  const result = spawnSync(command, args, {
+    cwd: options.cwd,
+    env: options.env ?? process.env,
+    encoding: 'utf8',
+    timeout: HANG_GUARD_MS,
+    killSignal: 'SIGKILL',
+  });
   if (result.status !== 0) {
     const output = `${result.stdout ?? ''}${result.stderr ?? ''}`.trim();
     throw new Error(`${command} ${args.join(' ')} failed (${result.error?.message ?? `exit ${result.status}`})\n${output}`);
@@ -70,7 +79,11 @@ async function createDatabases(server: ThrowawayPostgres, names: string[]): Prom
   const client = new pg.Client({ connectionString: server.url() });
   await client.connect();
   try {
-    for (const name of names) await client.query(`CREATE DATABASE "${name}"`);
+    for (const name of names) {
+      // CREATE DATABASE takes no parameters: the name is checked, then quoted.
+      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`unexpected database name ${name}`);
+      await client.query(`CREATE DATABASE "${name}"`);
+    }
   } finally {
     await client.end();
   }
