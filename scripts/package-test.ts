@@ -33,6 +33,15 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const keep = process.argv.includes('--keep');
 const userNode = process.env.RHEO_PACKAGE_TEST_NODE ?? process.execPath;
 
+/**
+ * CommonJS runs without require(esm): Node 20 before 20.19 has none, so an
+ * ESM-only dependency reached from `require('rheo')` throws there (p-limit 7
+ * did) even though it loads on a newer Node 20. Older binaries lack the flag
+ * and need none.
+ */
+const COMMONJS_FLAGS = spawnSync(userNode, ['--no-experimental-require-module', '-e', '0']).status === 0 ? ['--no-experimental-require-module'] : [];
+const nodeArgs = (file: string): string[] => (file.endsWith('.cjs') ? [...COMMONJS_FLAGS, file] : [file]);
+
 interface PackageJson {
   name: string;
   exports: Record<string, string | { import?: { types?: string }; require?: { types?: string } }>;
@@ -136,7 +145,8 @@ async function main(): Promise<void> {
     const install = ['install', '--no-audit', '--no-fund', '--loglevel=error', join(scratch, packed[0]!.filename), ...tools];
     run('npm', install, { cwd: project });
     console.log(`ok    build, pack and install ${packed[0]!.filename} into a scratch project`);
-    console.log(`      runtime checks on Node.js ${run(userNode, ['--version'], { cwd: project }).trim()}`);
+    const version = run(userNode, ['--version'], { cwd: project }).trim();
+    console.log(`      runtime checks on Node.js ${version}; CommonJS with ${COMMONJS_FLAGS.join(' ') || 'no flags'}`);
 
     const dist = join(project, 'node_modules', manifest.name, 'dist');
     await step('one copy of every module per module system', () => duplicatedModules(dist));
@@ -158,7 +168,7 @@ async function main(): Promise<void> {
       ['readme-postgres.cjs', 'readme_cjs'],
     ] as const) {
       await step(`README PostgreSQL block runs as ${file}`, async () => {
-        run(userNode, [file], { cwd: project, env: { ...process.env, DATABASE_URL: pgUrl(database) } });
+        run(userNode, nodeArgs(file), { cwd: project, env: { ...process.env, DATABASE_URL: pgUrl(database) } });
         const tables = await migratedTables(pgUrl(database), 'rheo');
         return tables > 0 ? [] : [`it exited 0 but schema "rheo" in ${database} has no tables`];
       });
@@ -172,7 +182,7 @@ async function main(): Promise<void> {
       await step(`every runtime export through ${system === 'esm' ? 'import' : 'require'}, one implementation behind rheo and rheo/postgres, createBatchSink (${file})`, () => {
         writeFileSync(join(project, file), entryCheckScript(system));
         const env = { ...process.env, DATABASE_URL: pgUrl(database), RHEO_EXPECTED_EXPORTS: expected };
-        run(userNode, [file], { cwd: project, env });
+        run(userNode, nodeArgs(file), { cwd: project, env });
       });
     }
 
