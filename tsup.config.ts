@@ -7,5 +7,8 @@ export default defineConfig({
   sourcemap: true,
   clean: true,
   target: 'node20',
+  // Entries share chunks, in CJS too (tsup's own splitting there): each entry
+  // bundling its own copy of the core made errors from `rheo/postgres` fail
+  // `instanceof RheoError` and lose their codes inside the facade.
   splitting: true,
 });

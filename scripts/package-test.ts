@@ -218,7 +218,7 @@ const STRICT_TSCONFIG = {
 };
 
 /** The declarations a `require` user gets (`.d.cts`), used the way the README uses the ESM ones. */
-const COMMONJS_CONSUMER = `import { createRheo, isRheoError, RheoError, type Lease } from 'rheo';
+const COMMONJS_CONSUMER = `import { createRheo, isRheoError, RheoError, type Lease, type RheoProducer } from 'rheo';
 import { postgresBackend } from 'rheo/postgres';
 
 export const rheo = createRheo({ backend: postgresBackend({ connectionString: 'postgres://127.0.0.1/app' }) });
@@ -228,6 +228,14 @@ export function isStale(error: unknown): error is RheoError {
 export async function settle(lease: Lease<{ total: number }>): Promise<number> {
   await rheo.ack(lease);
   return lease.event.payload.total;
+}
+export async function firstTotal(producer: RheoProducer<{ total: number }>): Promise<number | undefined> {
+  for await (const lease of producer) {
+    // @ts-expect-error iterating a producer yields typed leases, not \`any\`
+    const wrong: string = lease.event.payload.total;
+    return lease.event.payload.total + wrong.length;
+  }
+  return undefined;
 }
 `;
 
