@@ -1,10 +1,11 @@
-import type { Backend, SettleOp } from './core/backend.js';
+import type { Backend, LeaseRef, SettleOp } from './core/backend.js';
 import {
   MAX_LEASE_MS,
   MAX_LIMIT,
   MAX_PARTITIONS,
   assertOptions,
   leaseRef,
+  messageOf,
   normalizeEventIds,
   normalizePartitions,
   normalizeQuery,
@@ -242,12 +243,12 @@ export class Rheo {
   /** Extends a live lease. Fenced: `stale_lease` unless the lease is still held under this `leaseId`. */
   async renew<T>(lease: Lease<T>, options: RenewOptions = {}): Promise<Lease<T>> {
     this.#assertOpen();
-    const ref = leaseRef(lease, 'renew');
+    const { ref, copy } = renewable(lease, 'renew');
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
     const [result] = await this.#call(() => this.backend.renew([ref], leaseMs));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'renew returned no result');
-    return { ...lease, expiresAt: result.expiresAt };
+    return { ...copy, expiresAt: result.expiresAt };
   }
 
   /** Renews many leases in one backend call; one result per lease, in order. */
@@ -260,13 +261,13 @@ export class Rheo {
     return this.#perItem(
       'renewMany',
       leases,
-      (lease) => ({ lease, ref: leaseRef(lease, 'renewMany') }),
+      (lease) => renewable(lease, 'renewMany'),
       async (valid) => {
         const results = await this.backend.renew(
           valid.map((v) => v.ref),
           leaseMs,
         );
-        return results.map((r, i) => (r.ok ? { ok: true as const, lease: { ...valid[i]!.lease, expiresAt: r.expiresAt } } : r));
+        return results.map((r, i) => (r.ok ? { ok: true as const, lease: { ...valid[i]!.copy, expiresAt: r.expiresAt } } : r));
       },
     );
   }
@@ -407,23 +408,26 @@ export class Rheo {
     call: (prepared: P[]) => Promise<R[]>,
   ): Promise<Array<R | { ok: false; error: RheoError }>> {
     this.#assertOpen();
-    if (!Array.isArray(items)) throw invalidArgument(`${what} expects an array, got ${describe(items)}`);
+    const count = arrayLength(what, items);
     // Plain loops: this runs once per settled or renewed lease of every pipeline.
     const valid: P[] = [];
     let invalid: Map<number, RheoError> | null = null;
-    for (let i = 0; i < items.length; i++) {
+    for (let i = 0; i < count; i++) {
       try {
         valid.push(prepare(items[i]!));
       } catch (error) {
-        if (!isRheoError(error)) throw error;
-        (invalid ??= new Map()).set(i, error);
+        // A getter or proxy trap of the caller's item threw: that item is bad input, the others still go.
+        const problem = isRheoError(error)
+          ? error
+          : invalidArgument(`${what} item [${i}] could not be read: ${messageOf(error)}`, { cause: error });
+        (invalid ??= new Map()).set(i, problem);
       }
     }
     const results = valid.length ? await this.#call(() => call(valid)) : [];
-    if (invalid === null && results.length === items.length) return results;
+    if (invalid === null && results.length === count) return results;
     const out: Array<R | { ok: false; error: RheoError }> = [];
     let j = 0;
-    for (let i = 0; i < items.length; i++) {
+    for (let i = 0; i < count; i++) {
       const error = invalid?.get(i);
       if (error) out.push({ ok: false, error });
       else out.push(results[j++] ?? { ok: false, error: new RheoError('internal', `${what}: the backend returned too few results`) });
@@ -444,3 +448,26 @@ export class Rheo {
   }
 }
 
+
+/** An array's length, read once; an array-like Proxy whose traps throw is bad input, not a crash. */
+function arrayLength(what: string, items: unknown): number {
+  try {
+    if (Array.isArray(items)) return items.length;
+  } catch (error) {
+    throw invalidArgument(`${what} could not read its array: ${messageOf(error)}`, { cause: error });
+  }
+  throw invalidArgument(`${what} expects an array, got ${describe(items)}`);
+}
+
+/**
+ * A lease to renew: the ref checked, and a plain copy taken while reading it,
+ * so the renewed lease handed back is built from values already read.
+ */
+function renewable<T>(lease: Lease<T>, what: string): { ref: LeaseRef; copy: Lease<T> } {
+  const ref = leaseRef(lease, what);
+  try {
+    return { ref, copy: { ...lease } };
+  } catch (error) {
+    throw invalidArgument(`${what} could not read the lease: ${messageOf(error)}`, { cause: error });
+  }
+}
