@@ -1,4 +1,4 @@
-import type { Backend, LeaseRef, SettleOp } from './core/backend.js';
+import type { AppendOutcome, Backend, LeaseRef, SettleOp } from './core/backend.js';
 import {
   MAX_LEASE_MS,
   MAX_LIMIT,
@@ -18,6 +18,7 @@ import { systemClock, type Clock } from './core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
 import type {
   AppendInput,
+  AppendedEvent,
   DeadLetter,
   DeadLetterOptions,
   FetchOptions,
@@ -156,26 +157,32 @@ export class Rheo {
 
   // ---- the log ------------------------------------------------------------
 
-  async append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>): Promise<RheoEvent<T>> {
+  /** Resolves to the stored event with `existed`: whether an event with the input's `id` was already stored. */
+  async append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>): Promise<AppendedEvent<T>> {
     this.#assertOpen();
     assertName('stream', stream);
     const prepared = prepareAppend(this.clock, input, 'append input');
-    const [event] = await this.#call(() => this.backend.append(stream, [prepared]));
-    return event as RheoEvent<T>;
+    const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]));
+    if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
+    return appended<T>(outcome);
   }
 
-  /** All or nothing: one bad input rejects the whole batch before anything is written. */
+  /**
+   * All or nothing: one bad input rejects the whole batch before anything is
+   * written. One event per input, in order, each with `existed`.
+   */
   async appendBatch<T extends JsonValue = JsonValue>(
     stream: string,
     inputs: AppendInput<T>[],
-  ): Promise<RheoEvent<T>[]> {
+  ): Promise<AppendedEvent<T>[]> {
     this.#assertOpen();
     assertName('stream', stream);
     if (!Array.isArray(inputs)) throw invalidArgument(`appendBatch expects an array of inputs, got ${describe(inputs)}`);
     if (inputs.length > 100_000) throw invalidArgument('appendBatch accepts at most 100000 inputs per call');
     const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`));
     if (prepared.length === 0) return [];
-    return (await this.#call(() => this.backend.append(stream, prepared))) as RheoEvent<T>[];
+    const outcomes = await this.#call(() => this.backend.append(stream, prepared));
+    return outcomes.map((outcome) => appended<T>(outcome));
   }
 
   async read<T extends JsonValue = JsonValue>(stream: string, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
@@ -470,4 +477,9 @@ function renewable<T>(lease: Lease<T>, what: string): { ref: LeaseRef; copy: Lea
   } catch (error) {
     throw invalidArgument(`${what} could not read the lease: ${messageOf(error)}`, { cause: error });
   }
+}
+
+/** A new object per result: a backend may hand out the (frozen) event it stores. */
+function appended<T>({ event, existed }: AppendOutcome): AppendedEvent<T> {
+  return { ...(event as RheoEvent<T>), existed };
 }
