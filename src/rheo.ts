@@ -78,7 +78,11 @@ export class Rheo {
   readonly backend: Backend;
   readonly clock: Clock;
   readonly defaults: Readonly<RheoDefaults>;
+  /** How to end each producer and consumer this instance made; `close()` runs them all. */
+  readonly #attached = new Set<() => Promise<void>>();
   #closed = false;
+  /** Settles outlive `#closed` until the attached producers and consumers have ended. */
+  #settlesClosed = false;
   #closing: Promise<void> | null = null;
 
   constructor(options: RheoOptions = {}) {
@@ -103,11 +107,29 @@ export class Rheo {
     await this.#call(() => this.backend.migrate());
   }
 
-  /** Idempotent; ends only what rheo created (a borrowed pool stays open). */
+  /**
+   * Idempotent. From the call on, every new call fails with `closed`. Every
+   * producer and consumer this instance made ends at once: a producer is
+   * destroyed with a `closed` error (without one when nothing listens for
+   * errors), a consumer stops as after `stop({ timeoutMs: 0 })`. Settles they
+   * issue meanwhile, and the release of leases never handed out, still go
+   * through. Then the backend closes, ending only what rheo created (a
+   * borrowed pool stays open), and no rheo timer or connection is left to
+   * keep the process alive.
+   */
   close(): Promise<void> {
-    this.#closed = true;
-    this.#closing ??= this.backend.close();
+    this.#closing ??= this.#shutdown();
     return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closed = true;
+    try {
+      await Promise.allSettled([...this.#attached].map((end) => end()));
+    } finally {
+      this.#settlesClosed = true;
+      await this.backend.close();
+    }
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -211,7 +233,11 @@ export class Rheo {
    */
   producer<T extends JsonValue = JsonValue>(options: ProducerOptions): RheoProducer<T> {
     this.#assertOpen();
-    return new RheoProducer<T>(this, options);
+    const producer = new RheoProducer<T>(this, options);
+    const end = (): Promise<void> => endProducer(producer);
+    this.#attached.add(end);
+    producer.once('close', () => this.#attached.delete(end));
+    return producer;
   }
 
   /**
@@ -222,7 +248,14 @@ export class Rheo {
    */
   consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T> {
     this.#assertOpen();
-    return createConsumer<T>(this, options);
+    const consumer = createConsumer<T>(this, options);
+    const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
+    this.#attached.add(end);
+    consumer.done.then(
+      () => this.#attached.delete(end),
+      () => this.#attached.delete(end),
+    );
+    return consumer;
   }
 
   async fetch<T extends JsonValue = JsonValue>(
@@ -263,6 +296,7 @@ export class Rheo {
     leases: Lease<T>[],
     options: RenewOptions = {},
   ): Promise<Array<{ ok: true; lease: Lease<T> } | { ok: false; error: RheoError }>> {
+    this.#assertOpen();
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
     return this.#perItem(
@@ -394,13 +428,19 @@ export class Rheo {
     if (this.#closed) throw new RheoError('closed', 'this rheo instance is closed');
   }
 
+  /** Settles are refused only once `close()` has ended the producers and consumers that may still issue them. */
+  #assertCanSettle(): void {
+    if (this.#settlesClosed) throw new RheoError('closed', 'this rheo instance is closed');
+  }
+
   async #settleOne(op: SettleOp): Promise<void> {
-    this.#assertOpen();
+    this.#assertCanSettle();
     const [result] = await this.#call(() => this.backend.settle([op]));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
   }
 
   #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest): Promise<SettleResult[]> {
+    this.#assertCanSettle();
     return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
   }
 
@@ -414,7 +454,6 @@ export class Rheo {
     prepare: (item: I) => P,
     call: (prepared: P[]) => Promise<R[]>,
   ): Promise<Array<R | { ok: false; error: RheoError }>> {
-    this.#assertOpen();
     const count = arrayLength(what, items);
     // Plain loops: this runs once per settled or renewed lease of every pipeline.
     const valid: P[] = [];
@@ -482,4 +521,20 @@ function renewable<T>(lease: Lease<T>, what: string): { ref: LeaseRef; copy: Lea
 /** A new object per result: a backend may hand out the (frozen) event it stores. */
 function appended<T>({ event, existed }: AppendOutcome): AppendedEvent<T> {
   return { ...(event as RheoEvent<T>), existed };
+}
+
+/**
+ * Ends a producer for `close()`. An `'error'` nobody listens for would crash
+ * the host, so only a producer whose errors are watched (a pipeline, a
+ * `for await`, a listener) is destroyed with `closed`.
+ */
+function endProducer<T extends JsonValue>(producer: RheoProducer<T>): Promise<void> {
+  if (!producer.destroyed) {
+    const watched = producer.listenerCount('error') > 0;
+    producer.destroy(watched ? new RheoError('closed', `rheo was closed while producing from stream "${producer.stream}"`, {
+      stream: producer.stream,
+      group: producer.group,
+    }) : undefined);
+  }
+  return producer.close();
 }

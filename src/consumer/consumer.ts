@@ -184,15 +184,17 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     const unstarted = this.#gate.close();
     this.#track(this.#release(unstarted));
     void this.#producer.drain();
-    const finished = await this.#within(this.#pipelineDone, timeoutMs);
+    // A zero timeout (rheo.close()) schedules no timer: a timer source that
+    // never fires (manual timers) must not hold the stop up.
+    const finished = timeoutMs > 0 ? await this.#within(this.#pipelineDone, timeoutMs) : this.#runs.size === 0;
     let aborted = 0;
     if (!finished) {
       for (const run of this.#runs.values()) {
         if (!run.aborted) aborted++;
         run.interrupt({ kind: 'stopping' });
       }
-      await this.#pipelineDone;
     }
+    await this.#pipelineDone;
     while (this.#settlingCount > 0) await new Promise<void>((resolve) => this.#settledWaiters.push(resolve));
     await this.#producer.close();
     this.#state = 'stopped';

@@ -93,7 +93,12 @@ export interface RheoProducerEvents<T> {
   'settle-error': [info: WithLease<SettleErrorEvent, T>];
   /** A renewal or a settle came back `stale_lease`: the lease was dropped (another holder may have it). */
   'lease-lost': [info: LeaseLostInfo<T>];
-  /** A fetch failed; the producer backs off `backoffMs` and retries. The stream never ends because of it. */
+  /**
+   * A fetch failed; the producer backs off `backoffMs` and retries, so the
+   * stream does not end because of it, except on `closed` (rheo was closed):
+   * then the producer is destroyed with that error (quietly when nothing
+   * listens for `'error'`).
+   */
   'fetch-error': [info: FetchErrorInfo];
   /** A renewal failed for another reason than `stale_lease`; the leases are kept. */
   'renew-error': [info: RenewErrorInfo<T>];

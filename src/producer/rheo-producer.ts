@@ -285,14 +285,21 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         if (this.destroyed || this.#draining) return;
         this.#fetchFailures++;
         const retryInMs = backoffDelay(this.#fetchFailures, this.#backoff, this.#random);
+        const failure = asRheoError(error, 'fetch');
         this.#report.fetchFailed({
           stream: this.stream,
           group: this.group,
           consumerId: this.consumerId,
-          error: asRheoError(error, 'fetch'),
+          error: failure,
           failures: this.#fetchFailures,
           backoffMs: retryInMs,
         });
+        if (failure.code === 'closed') {
+          // rheo was closed: no fetch can succeed again, so end instead of retrying
+          // forever (a listener, such as a consumer's, may have begun a drain already).
+          if (!this.destroyed && !this.#draining) this.destroy(this.listenerCount('error') > 0 ? failure : undefined);
+          return;
+        }
         await sleep(this.timers, retryInMs, this.#stop.signal);
         continue;
       }
