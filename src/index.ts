@@ -82,4 +82,7 @@ export type {
   DrainEvent,
   RheoEventMap,
   RheoEventName,
+  ConsumerEventMap,
+  RenewErrorEvent,
+  WithLeaseId,
 } from './observability/lease-events.js';

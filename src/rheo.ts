@@ -1,10 +1,11 @@
-import type { Backend, SettleOp } from './core/backend.js';
+import type { AppendOutcome, Backend, LeaseRef, SettleOp } from './core/backend.js';
 import {
   MAX_LEASE_MS,
   MAX_LIMIT,
   MAX_PARTITIONS,
   assertOptions,
   leaseRef,
+  messageOf,
   normalizeEventIds,
   normalizePartitions,
   normalizeQuery,
@@ -17,6 +18,7 @@ import { systemClock, type Clock } from './core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
 import type {
   AppendInput,
+  AppendedEvent,
   DeadLetter,
   DeadLetterOptions,
   FetchOptions,
@@ -76,7 +78,11 @@ export class Rheo {
   readonly backend: Backend;
   readonly clock: Clock;
   readonly defaults: Readonly<RheoDefaults>;
+  /** How to end each producer and consumer this instance made; `close()` runs them all. */
+  readonly #attached = new Set<() => Promise<void>>();
   #closed = false;
+  /** Settles outlive `#closed` until the attached producers and consumers have ended. */
+  #settlesClosed = false;
   #closing: Promise<void> | null = null;
 
   constructor(options: RheoOptions = {}) {
@@ -101,11 +107,29 @@ export class Rheo {
     await this.#call(() => this.backend.migrate());
   }
 
-  /** Idempotent; ends only what rheo created (a borrowed pool stays open). */
+  /**
+   * Idempotent. From the call on, every new call fails with `closed`. Every
+   * producer and consumer this instance made ends at once: a producer is
+   * destroyed with a `closed` error (without one when nothing listens for
+   * errors), a consumer stops as after `stop({ timeoutMs: 0 })`. Settles they
+   * issue meanwhile, and the release of leases never handed out, still go
+   * through. Then the backend closes, ending only what rheo created (a
+   * borrowed pool stays open), and no rheo timer or connection is left to
+   * keep the process alive.
+   */
   close(): Promise<void> {
-    this.#closed = true;
-    this.#closing ??= this.backend.close();
+    this.#closing ??= this.#shutdown();
     return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closed = true;
+    try {
+      await Promise.allSettled([...this.#attached].map((end) => end()));
+    } finally {
+      this.#settlesClosed = true;
+      await this.backend.close();
+    }
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -155,26 +179,32 @@ export class Rheo {
 
   // ---- the log ------------------------------------------------------------
 
-  async append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>): Promise<RheoEvent<T>> {
+  /** Resolves to the stored event with `existed`: whether an event with the input's `id` was already stored. */
+  async append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>): Promise<AppendedEvent<T>> {
     this.#assertOpen();
     assertName('stream', stream);
     const prepared = prepareAppend(this.clock, input, 'append input');
-    const [event] = await this.#call(() => this.backend.append(stream, [prepared]));
-    return event as RheoEvent<T>;
+    const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]));
+    if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
+    return appended<T>(outcome);
   }
 
-  /** All or nothing: one bad input rejects the whole batch before anything is written. */
+  /**
+   * All or nothing: one bad input rejects the whole batch before anything is
+   * written. One event per input, in order, each with `existed`.
+   */
   async appendBatch<T extends JsonValue = JsonValue>(
     stream: string,
     inputs: AppendInput<T>[],
-  ): Promise<RheoEvent<T>[]> {
+  ): Promise<AppendedEvent<T>[]> {
     this.#assertOpen();
     assertName('stream', stream);
     if (!Array.isArray(inputs)) throw invalidArgument(`appendBatch expects an array of inputs, got ${describe(inputs)}`);
     if (inputs.length > 100_000) throw invalidArgument('appendBatch accepts at most 100000 inputs per call');
     const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`));
     if (prepared.length === 0) return [];
-    return (await this.#call(() => this.backend.append(stream, prepared))) as RheoEvent<T>[];
+    const outcomes = await this.#call(() => this.backend.append(stream, prepared));
+    return outcomes.map((outcome) => appended<T>(outcome));
   }
 
   async read<T extends JsonValue = JsonValue>(stream: string, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
@@ -203,7 +233,11 @@ export class Rheo {
    */
   producer<T extends JsonValue = JsonValue>(options: ProducerOptions): RheoProducer<T> {
     this.#assertOpen();
-    return new RheoProducer<T>(this, options);
+    const producer = new RheoProducer<T>(this, options);
+    const end = (): Promise<void> => endProducer(producer);
+    this.#attached.add(end);
+    producer.once('close', () => this.#attached.delete(end));
+    return producer;
   }
 
   /**
@@ -214,7 +248,14 @@ export class Rheo {
    */
   consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T> {
     this.#assertOpen();
-    return createConsumer<T>(this, options);
+    const consumer = createConsumer<T>(this, options);
+    const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
+    this.#attached.add(end);
+    consumer.done.then(
+      () => this.#attached.delete(end),
+      () => this.#attached.delete(end),
+    );
+    return consumer;
   }
 
   async fetch<T extends JsonValue = JsonValue>(
@@ -242,12 +283,12 @@ export class Rheo {
   /** Extends a live lease. Fenced: `stale_lease` unless the lease is still held under this `leaseId`. */
   async renew<T>(lease: Lease<T>, options: RenewOptions = {}): Promise<Lease<T>> {
     this.#assertOpen();
-    const ref = leaseRef(lease, 'renew');
+    const { ref, copy } = renewable(lease, 'renew');
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
     const [result] = await this.#call(() => this.backend.renew([ref], leaseMs));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'renew returned no result');
-    return { ...lease, expiresAt: result.expiresAt };
+    return { ...copy, expiresAt: result.expiresAt };
   }
 
   /** Renews many leases in one backend call; one result per lease, in order. */
@@ -255,18 +296,19 @@ export class Rheo {
     leases: Lease<T>[],
     options: RenewOptions = {},
   ): Promise<Array<{ ok: true; lease: Lease<T> } | { ok: false; error: RheoError }>> {
+    this.#assertOpen();
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
     return this.#perItem(
       'renewMany',
       leases,
-      (lease) => ({ lease, ref: leaseRef(lease, 'renewMany') }),
+      (lease) => renewable(lease, 'renewMany'),
       async (valid) => {
         const results = await this.backend.renew(
           valid.map((v) => v.ref),
           leaseMs,
         );
-        return results.map((r, i) => (r.ok ? { ok: true as const, lease: { ...valid[i]!.lease, expiresAt: r.expiresAt } } : r));
+        return results.map((r, i) => (r.ok ? { ok: true as const, lease: { ...valid[i]!.copy, expiresAt: r.expiresAt } } : r));
       },
     );
   }
@@ -386,13 +428,19 @@ export class Rheo {
     if (this.#closed) throw new RheoError('closed', 'this rheo instance is closed');
   }
 
+  /** Settles are refused only once `close()` has ended the producers and consumers that may still issue them. */
+  #assertCanSettle(): void {
+    if (this.#settlesClosed) throw new RheoError('closed', 'this rheo instance is closed');
+  }
+
   async #settleOne(op: SettleOp): Promise<void> {
-    this.#assertOpen();
+    this.#assertCanSettle();
     const [result] = await this.#call(() => this.backend.settle([op]));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
   }
 
   #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest): Promise<SettleResult[]> {
+    this.#assertCanSettle();
     return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
   }
 
@@ -406,24 +454,26 @@ export class Rheo {
     prepare: (item: I) => P,
     call: (prepared: P[]) => Promise<R[]>,
   ): Promise<Array<R | { ok: false; error: RheoError }>> {
-    this.#assertOpen();
-    if (!Array.isArray(items)) throw invalidArgument(`${what} expects an array, got ${describe(items)}`);
+    const count = arrayLength(what, items);
     // Plain loops: this runs once per settled or renewed lease of every pipeline.
     const valid: P[] = [];
     let invalid: Map<number, RheoError> | null = null;
-    for (let i = 0; i < items.length; i++) {
+    for (let i = 0; i < count; i++) {
       try {
         valid.push(prepare(items[i]!));
       } catch (error) {
-        if (!isRheoError(error)) throw error;
-        (invalid ??= new Map()).set(i, error);
+        // A getter or proxy trap of the caller's item threw: that item is bad input, the others still go.
+        const problem = isRheoError(error)
+          ? error
+          : invalidArgument(`${what} item [${i}] could not be read: ${messageOf(error)}`, { cause: error });
+        (invalid ??= new Map()).set(i, problem);
       }
     }
     const results = valid.length ? await this.#call(() => call(valid)) : [];
-    if (invalid === null && results.length === items.length) return results;
+    if (invalid === null && results.length === count) return results;
     const out: Array<R | { ok: false; error: RheoError }> = [];
     let j = 0;
-    for (let i = 0; i < items.length; i++) {
+    for (let i = 0; i < count; i++) {
       const error = invalid?.get(i);
       if (error) out.push({ ok: false, error });
       else out.push(results[j++] ?? { ok: false, error: new RheoError('internal', `${what}: the backend returned too few results`) });
@@ -444,3 +494,47 @@ export class Rheo {
   }
 }
 
+
+/** An array's length, read once; an array-like Proxy whose traps throw is bad input, not a crash. */
+function arrayLength(what: string, items: unknown): number {
+  try {
+    if (Array.isArray(items)) return items.length;
+  } catch (error) {
+    throw invalidArgument(`${what} could not read its array: ${messageOf(error)}`, { cause: error });
+  }
+  throw invalidArgument(`${what} expects an array, got ${describe(items)}`);
+}
+
+/**
+ * A lease to renew: the ref checked, and a plain copy taken while reading it,
+ * so the renewed lease handed back is built from values already read.
+ */
+function renewable<T>(lease: Lease<T>, what: string): { ref: LeaseRef; copy: Lease<T> } {
+  const ref = leaseRef(lease, what);
+  try {
+    return { ref, copy: { ...lease } };
+  } catch (error) {
+    throw invalidArgument(`${what} could not read the lease: ${messageOf(error)}`, { cause: error });
+  }
+}
+
+/** A new object per result: a backend may hand out the (frozen) event it stores. */
+function appended<T>({ event, existed }: AppendOutcome): AppendedEvent<T> {
+  return { ...(event as RheoEvent<T>), existed };
+}
+
+/**
+ * Ends a producer for `close()`. An `'error'` nobody listens for would crash
+ * the host, so only a producer whose errors are watched (a pipeline, a
+ * `for await`, a listener) is destroyed with `closed`.
+ */
+function endProducer<T extends JsonValue>(producer: RheoProducer<T>): Promise<void> {
+  if (!producer.destroyed) {
+    const watched = producer.listenerCount('error') > 0;
+    producer.destroy(watched ? new RheoError('closed', `rheo was closed while producing from stream "${producer.stream}"`, {
+      stream: producer.stream,
+      group: producer.group,
+    }) : undefined);
+  }
+  return producer.close();
+}

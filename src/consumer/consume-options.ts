@@ -1,6 +1,7 @@
 import { invalidArgument } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
 import { assertInteger, assertName, assertPlainObject, assertString, describe, optionalInteger } from '../core/validation.js';
+import { resolveFetchBackoff, type BackoffOptions } from '../producer/backoff.js';
 import type { Timers } from '../producer/timers.js';
 import type { RheoDefaults } from '../rheo.js';
 import type { ConsumeOptions, ConsumerHandler } from './consumer-types.js';
@@ -25,6 +26,8 @@ export interface ResolvedConsumeOptions<T> {
   signal: AbortSignal | undefined;
   stopTimeoutMs: number;
   timers: Timers | undefined;
+  minDemand: number | undefined;
+  fetchBackoff: BackoffOptions | undefined;
 }
 
 /**
@@ -79,6 +82,9 @@ export function resolveConsumeOptions<T>(
     throw invalidArgument(`timers must be an object with schedule(ms, callback), got ${describe(options.timers)}`);
   }
   const stopTimeoutMs = optionalInteger('stopTimeoutMs', options.stopTimeoutMs, 30_000, { max: MAX_LEASE_MS });
+  const minDemand =
+    options.minDemand === undefined ? undefined : optionalInteger('minDemand', options.minDemand, 1, { min: 1, max: maxDemand });
+  const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs);
   return {
     stream: options.stream,
     group: options.group,
@@ -94,6 +100,8 @@ export function resolveConsumeOptions<T>(
     signal: options.signal,
     stopTimeoutMs,
     timers: options.timers,
+    minDemand,
+    fetchBackoff,
   };
 }
 

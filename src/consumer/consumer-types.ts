@@ -1,4 +1,5 @@
 import type { JsonValue, Lease, RheoEvent } from '../core/types.js';
+import type { BackoffOptions } from '../producer/backoff.js';
 import type { Timers } from '../producer/timers.js';
 
 /** What a handler gets besides the event. */
@@ -84,6 +85,14 @@ export interface ConsumeOptions<T = JsonValue> {
   stopTimeoutMs?: number;
   /** Timer source for renewal, polling, backoff, handler timeouts and drains. Default: real timers. For tests. */
   timers?: Timers;
+  /**
+   * Fetch again only once this many leases can be taken (fewer, larger
+   * claims), as the producer's `minDemand`. Default: a quarter of
+   * `maxDemand`, at least 1; at most `maxDemand`.
+   */
+  minDemand?: number;
+  /** Backoff after a failed fetch, as the producer's. Default `{ initialMs: min(pollMs, 100), maxMs: 30_000 }`. */
+  fetchBackoff?: Partial<BackoffOptions>;
 }
 
 export interface StopOptions {

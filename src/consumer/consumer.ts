@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import type { FetchOptions, JsonValue, Lease } from '../core/types.js';
 import { report } from '../observability/diagnostics.js';
-import { leaseInfo, type RheoEventMap } from '../observability/lease-events.js';
+import { emittedLeaseInfo, leaseInfo, type ConsumerEventMap } from '../observability/lease-events.js';
 import type { ProducerSource } from '../producer/producer-options.js';
 import { RheoProducer } from '../producer/rheo-producer.js';
 import type { Timers } from '../producer/timers.js';
@@ -43,10 +43,12 @@ export function createConsumer<T extends JsonValue = JsonValue>(
  * `lease`, `ack`, `retry`, `dead-letter`, `lease-lost`, `settle-error`,
  * `fetch-error`, `handler-error`, `drain`. The producer publishes the
  * lease-level ones, the consumer `handler-error` and `drain`, so each
- * happening is published once. None is `'error'`: a failure of a fetch, a
- * settle or a handler never stops the consumer.
+ * happening is published once. The lease-level events the consumer emits
+ * also carry the `leaseId` (never published). `renew-error` is emitted only.
+ * None is `'error'`: a failure of a fetch, a renewal, a settle or a handler
+ * never stops the consumer.
  */
-export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<RheoEventMap> {
+export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<ConsumerEventMap> {
   readonly stream: string;
   readonly group: string;
   readonly consumerId: string;
@@ -104,12 +106,14 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
       consumerId: o.consumerId,
       partitions: o.partitions,
       timers: o.timers,
+      minDemand: o.minDemand,
+      fetchBackoff: o.fetchBackoff,
     });
     this.#timers = this.#producer.timers;
     this.#gate = new LeaseGate<T>({
       orderKey: o.orderKey,
       onArrive: (lease) => {
-        if (this.listenerCount('lease') > 0) this.emit('lease', leaseInfo(lease));
+        if (this.listenerCount('lease') > 0) this.emit('lease', emittedLeaseInfo(lease));
       },
       onLateLease: (lease) => this.#track(this.#release([lease])),
     });
@@ -184,15 +188,17 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     const unstarted = this.#gate.close();
     this.#track(this.#release(unstarted));
     void this.#producer.drain();
-    const finished = await this.#within(this.#pipelineDone, timeoutMs);
+    // A zero timeout (rheo.close()) schedules no timer: a timer source that
+    // never fires (manual timers) must not hold the stop up.
+    const finished = timeoutMs > 0 ? await this.#within(this.#pipelineDone, timeoutMs) : this.#runs.size === 0;
     let aborted = 0;
     if (!finished) {
       for (const run of this.#runs.values()) {
         if (!run.aborted) aborted++;
         run.interrupt({ kind: 'stopping' });
       }
-      await this.#pipelineDone;
     }
+    await this.#pipelineDone;
     while (this.#settlingCount > 0) await new Promise<void>((resolve) => this.#settledWaiters.push(resolve));
     await this.#producer.close();
     this.#state = 'stopped';
@@ -296,9 +302,12 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     const base = { stream: this.stream, group: this.group, consumerId: this.consumerId };
     this.#producer.on('lease-lost', ({ lease, error }) => {
       this.#counters.lost++;
-      this.emit('lease-lost', { ...leaseInfo(lease), error });
+      this.emit('lease-lost', { ...emittedLeaseInfo(lease), error });
       this.#gate.forget(lease.leaseId);
       this.#runs.get(lease.leaseId)?.interrupt({ kind: 'lost', error });
+    });
+    this.#producer.on('renew-error', ({ error, leases }) => {
+      if (this.listenerCount('renew-error') > 0) this.emit('renew-error', { ...base, error, leaseIds: leases.map((l) => l.leaseId) });
     });
     this.#producer.on('fetch-error', ({ error, failures, backoffMs }) => {
       this.#counters.fetchErrors++;

@@ -1,7 +1,7 @@
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import type { EventSink } from '../observability/diagnostics.js';
-import { leaseInfo } from '../observability/lease-events.js';
+import { emittedLeaseInfo } from '../observability/lease-events.js';
 import type { RheoProducer } from '../producer/rheo-producer.js';
 import type { RunResult } from './handler-run.js';
 
@@ -41,7 +41,7 @@ const OUTCOME_UNKNOWN = new Set(['ambiguous', 'backend_unavailable']);
  *   e.g. `internal`) nacks, so the event is retried now rather than after
  *   the lease runs out; an ack whose outcome is unknown is left to expire.
  * - `stale_lease` on any settle means the lease was already taken away:
- *   `lease-lost`, nothing more.
+ *   the producer reports `lease-lost`, nothing more.
  * - a failed nack, reject or release is left to expire (redelivered then).
  */
 export async function carryOut<T extends JsonValue>(
@@ -58,7 +58,7 @@ export async function carryOut<T extends JsonValue>(
       if (!error) {
         counters.acked++;
         // The hot path: an ack nobody listens to builds no event.
-        if (events.listenerCount('ack') > 0) events.emit('ack', leaseInfo(lease));
+        if (events.listenerCount('ack') > 0) events.emit('ack', emittedLeaseInfo(lease));
         return;
       }
       const unknown = OUTCOME_UNKNOWN.has(error.code);
@@ -69,7 +69,7 @@ export async function carryOut<T extends JsonValue>(
       if (nackError) reportFailure(lease, 'nack', nackError, counters, events);
       else {
         counters.retried++;
-        events.emit('retry', { ...leaseInfo(lease), reason, delayMs: 0 });
+        events.emit('retry', { ...emittedLeaseInfo(lease), reason, delayMs: 0 });
       }
       return;
     }
@@ -77,14 +77,14 @@ export async function carryOut<T extends JsonValue>(
       const error = await answerOf(producer.nack(lease, result.reason, { delayMs: result.delayMs }));
       if (error) return reportFailure(lease, 'nack', error, counters, events);
       counters.retried++;
-      events.emit('retry', { ...leaseInfo(lease), reason: result.reason, delayMs: result.delayMs });
+      events.emit('retry', { ...emittedLeaseInfo(lease), reason: result.reason, delayMs: result.delayMs });
       return;
     }
     case 'reject': {
       const error = await answerOf(producer.reject(lease, result.reason));
       if (error) return reportFailure(lease, 'reject', error, counters, events);
       counters.deadLettered++;
-      events.emit('dead-letter', { ...leaseInfo(lease), reason: result.reason });
+      events.emit('dead-letter', { ...emittedLeaseInfo(lease), reason: result.reason });
       return;
     }
   }
@@ -105,16 +105,16 @@ export async function releaseUnstarted<T extends JsonValue>(
   );
 }
 
-/** `stale_lease`: the lease was already taken away (`lease-lost`); anything else is a `settle-error`. */
+/**
+ * Anything but `stale_lease` is a `settle-error`. A stale settle means the
+ * lease was already taken away: the producer reports that as `lease-lost`
+ * (once per lease, whether a renewal or a settle noticed first), and the
+ * consumer counts and re-emits it from there, so nothing more happens here.
+ */
 function reportFailure(lease: Lease<unknown>, op: SettleKind, error: RheoError, counters: SettleCounters, events: EventSink): void {
-  const info = leaseInfo(lease);
-  if (error.code === 'stale_lease') {
-    counters.lost++;
-    events.emit('lease-lost', { ...info, error });
-    return;
-  }
+  if (error.code === 'stale_lease') return;
   counters.settleErrors++;
-  events.emit('settle-error', { ...info, op, error });
+  events.emit('settle-error', { ...emittedLeaseInfo(lease), op, error });
 }
 
 /** A settle's answer: `null` when it succeeded, else its error as a `RheoError`. Never rejects. */

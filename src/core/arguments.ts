@@ -9,7 +9,7 @@ import type {
 import type { Clock } from './clock.js';
 import { invalidArgument } from './errors.js';
 import { decodeQueryCursor } from './query-cursor.js';
-import type { AppendInput, JsonObject, JsonValue, Lease, QueryOptions, RheoEvent, SettleRequest } from './types.js';
+import type { AppendInput, JsonObject, JsonValue, QueryOptions, SettleRequest } from './types.js';
 import {
   assertDate,
   assertInteger,
@@ -82,44 +82,66 @@ export function assertOptions(what: string, options: unknown): void {
   if (options !== undefined) assertPlainObject(what, options);
 }
 
-/** The fields of a lease that fencing needs, once checked. */
-type CheckedLease = Lease<unknown> & { event: { partition: number; sequence: number } };
+/** What a caller's getter or proxy threw, as text; reading that may throw too. */
+export function messageOf(error: unknown): string {
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    return 'an unreadable value was thrown';
+  }
+}
 
-function assertLease(lease: Lease<unknown>, what: string): asserts lease is CheckedLease {
+/**
+ * Reads the fields fencing needs from a caller's lease, each exactly once, and
+ * checks the values read. Once only, because a lease may be a Proxy or carry
+ * getters: a value checked on one read and sent from another could differ,
+ * and a getter that throws must become this item's `invalid_argument`, not a
+ * TypeError that fails a whole batch.
+ */
+export function leaseRef(lease: unknown, what: string): LeaseRef {
   if (lease === null || typeof lease !== 'object') throw invalidArgument(`${what} expects a lease, got ${describe(lease)}`);
-  const event = lease.event as Partial<RheoEvent<unknown>> | undefined;
+  let leaseId: unknown, stream: unknown, group: unknown, partition: unknown, sequence: unknown;
+  try {
+    ({ leaseId, stream, group } = lease as Record<string, unknown>);
+    const event: unknown = (lease as Record<string, unknown>).event;
+    if (event !== null && typeof event === 'object') ({ partition, sequence } = event as Record<string, unknown>);
+  } catch (error) {
+    throw invalidArgument(`${what} could not read the lease: ${messageOf(error)}`, { cause: error });
+  }
   if (
-    typeof lease.leaseId !== 'string' ||
-    lease.leaseId.length === 0 ||
-    typeof lease.stream !== 'string' ||
-    typeof lease.group !== 'string' ||
-    event === null ||
-    typeof event !== 'object' ||
-    !Number.isSafeInteger(event.partition) ||
-    !Number.isSafeInteger(event.sequence)
+    typeof leaseId !== 'string' ||
+    typeof stream !== 'string' ||
+    typeof group !== 'string' ||
+    typeof partition !== 'number' ||
+    typeof sequence !== 'number'
   ) {
     throw invalidArgument(`${what} expects a lease returned by fetch (leaseId, stream, group, event.partition, event.sequence)`);
   }
-  assertName('stream', lease.stream);
-  assertName('group', lease.group);
-  assertString('leaseId', lease.leaseId, { min: 1, max: 200 });
-}
-
-export function leaseRef(lease: Lease<unknown>, what: string): LeaseRef {
-  assertLease(lease, what);
-  return {
-    stream: lease.stream,
-    group: lease.group,
-    partition: lease.event.partition,
-    sequence: lease.event.sequence,
-    leaseId: lease.leaseId,
-  };
+  assertName('stream', stream);
+  assertName('group', group);
+  assertString('leaseId', leaseId, { min: 1, max: 200 });
+  // A fetched lease id never holds these; PostgreSQL text cannot even carry U+0000.
+  if (leaseId.includes('\u0000') || !leaseId.isWellFormed()) {
+    throw invalidArgument(`leaseId contains U+0000 or a lone surrogate, so no fetch returned it`);
+  }
+  assertInteger('lease event.partition', partition, { max: MAX_PARTITIONS });
+  assertInteger('lease event.sequence', sequence, { min: 1 });
+  return { stream, group, partition, sequence, leaseId };
 }
 
 function normalizeReason(reason: unknown): string | null {
   if (reason === undefined || reason === null) return null;
   if (typeof reason === 'string') return reason.slice(0, 4000).replaceAll('\u0000', '').toWellFormed();
-  if (reason instanceof Error) return normalizeReason(reason.message || reason.name);
+  if (reason instanceof Error) {
+    let text: unknown;
+    try {
+      text = reason.message || reason.name;
+    } catch {
+      // An Error whose message getter throws still explains nothing: store no reason rather than fail the settle.
+      return null;
+    }
+    return normalizeReason(typeof text === 'string' ? text : null);
+  }
   throw invalidArgument(`reason must be a string, got ${describe(reason)}`);
 }
 
@@ -132,9 +154,17 @@ function normalizeReason(reason: unknown): string | null {
  */
 export function settleOp(request: SettleRequest, what: string): SettleOp {
   if (request === null || typeof request !== 'object') throw invalidArgument(`${what} expects a settle request, got ${describe(request)}`);
-  const lease = request.lease;
-  assertLease(lease, what);
-  const kind = request.kind;
+  let kind: unknown, lease: unknown, rawReason: unknown, rawDelayMs: unknown;
+  try {
+    ({ kind, lease } = request as Record<string, unknown>);
+    if (kind === 'nack' || kind === 'reject') rawReason = (request as Record<string, unknown>).reason;
+    if (kind === 'nack') rawDelayMs = (request as Record<string, unknown>).delayMs;
+  } catch (error) {
+    throw invalidArgument(`${what} could not read the settle request: ${messageOf(error)}`, {
+      cause: error,
+    });
+  }
+  const ref = leaseRef(lease, what);
   let reason: string | null = null;
   let delayMs = 0;
   switch (kind) {
@@ -142,23 +172,21 @@ export function settleOp(request: SettleRequest, what: string): SettleOp {
     case 'release':
       break;
     case 'reject':
-      reason = normalizeReason(request.reason);
+      reason = normalizeReason(rawReason);
       break;
     case 'nack':
-      delayMs = optionalInteger('delayMs', request.delayMs, 0, { max: MAX_LEASE_MS });
-      reason = normalizeReason(request.reason);
+      delayMs = optionalInteger('delayMs', rawDelayMs, 0, { max: MAX_LEASE_MS });
+      reason = normalizeReason(rawReason);
       break;
     default:
-      throw invalidArgument(
-        `${what}: kind must be ack, nack, reject or release, got ${describe((request as { kind?: unknown }).kind)}`,
-      );
+      throw invalidArgument(`${what}: kind must be ack, nack, reject or release, got ${describe(kind)}`);
   }
   return {
-    stream: lease.stream,
-    group: lease.group,
-    partition: lease.event.partition,
-    sequence: lease.event.sequence,
-    leaseId: lease.leaseId,
+    stream: ref.stream,
+    group: ref.group,
+    partition: ref.partition,
+    sequence: ref.sequence,
+    leaseId: ref.leaseId,
     kind,
     reason,
     delayMs,

@@ -39,11 +39,13 @@ export interface Backend {
 
   /**
    * All or nothing. Each input routes with `routePartition` from core.
-   * An input whose `id` already exists returns the stored event and writes
-   * nothing for that input (the others still append). Within one batch a
-   * repeated id yields the event of its first occurrence.
+   * One result per input, in order. An input whose `id` already exists
+   * returns the stored event with `existed: true` and writes nothing for that
+   * input (the others still append). Within one batch a repeated id yields
+   * the event of its first occurrence, `existed: true` from the second
+   * occurrence on, as if the inputs were appended one by one.
    */
-  append(stream: string, inputs: PreparedAppend[]): Promise<RheoEvent[]>;
+  append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]>;
   /** Events with `sequence > after` in one partition, ascending. `invalid_partition`. */
   read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]>;
   query(stream: string, query: NormalizedQuery): Promise<QueryResult>;
@@ -113,6 +115,12 @@ export interface PreparedAppend {
   metadata: JsonObject;
   partition: number | null;
   timestamp: Date;
+}
+
+export interface AppendOutcome {
+  event: RheoEvent;
+  /** The input's id was already stored (or came earlier in the batch): nothing was written for it. */
+  existed: boolean;
 }
 
 export interface NormalizedQuery {

@@ -19,6 +19,20 @@ export interface RheoEvent<T = JsonValue> {
   readonly timestamp: Date;
 }
 
+/**
+ * What `append` and `appendBatch` resolve to: the stored event plus
+ * `existed`. `read`, `query` and leases carry plain `RheoEvent`s.
+ */
+export interface AppendedEvent<T = JsonValue> extends RheoEvent<T> {
+  /**
+   * `true` when the input's `id` was already stored (or came earlier in the
+   * same batch), so nothing was written for it and this is the stored event.
+   * After an `ambiguous` failure, retry with the same `id`: `existed: true`
+   * means the first attempt landed.
+   */
+  readonly existed: boolean;
+}
+
 export interface AppendInput<T = JsonValue> {
   payload: T;
   /** Defaults to `"event"`. */

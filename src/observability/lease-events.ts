@@ -36,7 +36,7 @@ export interface DeadLetterEvent extends LeaseEventInfo {
   readonly reason: string | null;
 }
 
-/** A held lease was taken away (renewal or settle answered `stale_lease`): stop working on it. */
+/** A held lease was taken away (renewal or settle answered `stale_lease`; reported once per lease): stop working on it. */
 export interface LeaseLostEvent extends LeaseEventInfo {
   readonly error: RheoError;
 }
@@ -105,6 +105,40 @@ export interface RheoEventMap {
 
 export type RheoEventName = keyof RheoEventMap;
 
+/**
+ * A lease-scoped event as the consumer emits it in process: the published
+ * payload plus the lease's `leaseId`, so a caller can tie a settle to the
+ * lease it settled. The channels never carry it (see {@link LeaseEventInfo}).
+ */
+export type WithLeaseId<E> = E & { readonly leaseId: string };
+
+/** A renewal round failed for another reason than `stale_lease`; the leases are kept and retried sooner. */
+export interface RenewErrorEvent {
+  readonly stream: string;
+  readonly group: string;
+  readonly consumerId: string;
+  readonly error: RheoError;
+  /** The leases whose renewal failed. */
+  readonly leaseIds: readonly string[];
+}
+
+/**
+ * Event name → listener arguments of a `Consumer`: the channel payloads, with
+ * `leaseId` on the lease-scoped ones, plus `renew-error` (emitted only).
+ */
+export interface ConsumerEventMap {
+  lease: [WithLeaseId<LeaseEvent>];
+  ack: [WithLeaseId<AckEvent>];
+  retry: [WithLeaseId<RetryEvent>];
+  'dead-letter': [WithLeaseId<DeadLetterEvent>];
+  'lease-lost': [WithLeaseId<LeaseLostEvent>];
+  'settle-error': [WithLeaseId<SettleErrorEvent>];
+  'fetch-error': [FetchErrorEvent];
+  'renew-error': [RenewErrorEvent];
+  'handler-error': [HandlerErrorEvent];
+  drain: [DrainEvent];
+}
+
 /** The lease-scoped part of an event: no payload, no metadata, no fencing token. */
 export function leaseInfo(lease: Lease<unknown>): LeaseEventInfo {
   return {
@@ -117,4 +151,9 @@ export function leaseInfo(lease: Lease<unknown>): LeaseEventInfo {
     sequence: lease.event.sequence,
     attempt: lease.attempt,
   };
+}
+
+/** {@link leaseInfo} plus the `leaseId`: for events emitted in process only, never published. */
+export function emittedLeaseInfo(lease: Lease<unknown>): WithLeaseId<LeaseEventInfo> {
+  return { ...leaseInfo(lease), leaseId: lease.leaseId };
 }

@@ -40,7 +40,7 @@ export function producerReporter(emitter: Emitter) {
       for (const lease of leases) report('lease', leaseInfo(lease), lease);
     },
 
-    /** A renewal answered `stale_lease`. */
+    /** A renewal, or a settle of a lease still held, answered `stale_lease`. */
     lost(lease: Lease<unknown>, error: RheoError): void {
       report('lease-lost', { ...leaseInfo(lease), error }, lease);
     },
@@ -49,10 +49,15 @@ export function producerReporter(emitter: Emitter) {
       report('fetch-error', info, null);
     },
 
-    /** A settle through the producer finished: `failure` is what it threw, `null` on success. */
+    /**
+     * A settle through the producer finished: `failure` is what it threw,
+     * `null` on success; `held` says whether the producer still held the
+     * lease, i.e. no renewal had reported it lost already.
+     */
     settled(
       op: { kind: 'ack' | 'nack' | 'reject' | 'release'; lease: Lease<unknown>; reason?: string | null; delayMs?: number },
       failure: unknown,
+      held: boolean,
     ): void {
       if (failure === null) {
         const event = SETTLED_EVENT[op.kind];
@@ -61,11 +66,10 @@ export function producerReporter(emitter: Emitter) {
       const info = leaseInfo(op.lease);
       if (failure !== null) {
         const error = isRheoError(failure) ? failure : new RheoError('internal', String(failure), { cause: failure });
-        // The caller of ack/nack/reject learns of a stale settle from the
-        // rejected promise; the producer's own 'lease-lost' stays the renewal
-        // signal that stages listen to, so only the channel hears this one.
-        if (error.code === 'stale_lease') publishDiagnostic('lease-lost', { ...info, error });
-        else report('settle-error', { ...info, op: op.kind, error }, op.lease);
+        // Once per lease: a lease a renewal already reported lost is not reported again.
+        if (error.code === 'stale_lease') {
+          if (held) report('lease-lost', { ...info, error }, op.lease);
+        } else report('settle-error', { ...info, op: op.kind, error }, op.lease);
         return;
       }
       if (op.kind === 'ack') report('ack', info, op.lease);

@@ -91,9 +91,18 @@ export interface RheoProducerEvents<T> {
   'dead-letter': [info: WithLease<DeadLetterEvent, T>];
   /** A settle through the producer failed for another reason than `stale_lease`. */
   'settle-error': [info: WithLease<SettleErrorEvent, T>];
-  /** A renewal or a settle came back `stale_lease`: the lease was dropped (another holder may have it). */
+  /**
+   * A renewal, or a settle through the producer, came back `stale_lease`
+   * while the producer held the lease: it was dropped (another holder may
+   * have it). Once per lease, whichever noticed first.
+   */
   'lease-lost': [info: LeaseLostInfo<T>];
-  /** A fetch failed; the producer backs off `backoffMs` and retries. The stream never ends because of it. */
+  /**
+   * A fetch failed; the producer backs off `backoffMs` and retries, so the
+   * stream does not end because of it, except on `closed` (rheo was closed):
+   * then the producer is destroyed with that error (quietly when nothing
+   * listens for `'error'`).
+   */
   'fetch-error': [info: FetchErrorInfo];
   /** A renewal failed for another reason than `stale_lease`; the leases are kept. */
   'renew-error': [info: RenewErrorInfo<T>];

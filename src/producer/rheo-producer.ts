@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { assertName, assertString, optionalInteger } from '../core/validation.js';
-import { backoffDelay, type BackoffOptions } from './backoff.js';
+import { backoffDelay, resolveFetchBackoff, type BackoffOptions } from './backoff.js';
 import { InflightTracker } from './inflight-tracker.js';
 import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher } from './settle-batcher.js';
@@ -103,16 +103,13 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.timers = options.timers ?? systemTimers;
     this.#source = source;
     this.#random = options.random ?? Math.random;
-    this.#backoff = {
-      initialMs: options.fetchBackoff?.initialMs ?? Math.min(resolved.pollMs, 100),
-      maxMs: options.fetchBackoff?.maxMs ?? 30_000,
-    };
+    this.#backoff = resolved.fetchBackoff;
     // The answer of each settle is reported and confirmed by the batcher's
     // hook, before the caller's promise settles: no promise per settle here.
     this.#batcher = new SettleBatcher((ops) => source.settleMany(ops), resolved.maxSettleBatch, 2, (op, error) => {
       const leaseId = op.lease.leaseId;
       try {
-        this.#report.settled(op, error);
+        this.#report.settled(op, error, this.#tracker.has(leaseId));
       } finally {
         // A fenced or expired lease must not be renewed either: confirm regardless.
         this.confirm(leaseId);
@@ -288,14 +285,21 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         if (this.destroyed || this.#draining) return;
         this.#fetchFailures++;
         const retryInMs = backoffDelay(this.#fetchFailures, this.#backoff, this.#random);
+        const failure = asRheoError(error, 'fetch');
         this.#report.fetchFailed({
           stream: this.stream,
           group: this.group,
           consumerId: this.consumerId,
-          error: asRheoError(error, 'fetch'),
+          error: failure,
           failures: this.#fetchFailures,
           backoffMs: retryInMs,
         });
+        if (failure.code === 'closed') {
+          // rheo was closed: no fetch can succeed again, so end instead of retrying
+          // forever (a listener, such as a consumer's, may have begun a drain already).
+          if (!this.destroyed && !this.#draining) this.destroy(this.listenerCount('error') > 0 ? failure : undefined);
+          return;
+        }
         await sleep(this.timers, retryInMs, this.#stop.signal);
         continue;
       }
@@ -405,5 +409,6 @@ function resolveOptions(source: ProducerSource, options: ProducerOptions) {
     assertString('consumerId', options.consumerId);
     consumerId = options.consumerId;
   }
-  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, consumerId };
+  const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs) ?? { initialMs: Math.min(pollMs, 100), maxMs: 30_000 };
+  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, consumerId, fetchBackoff };
 }

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, expect } from 'vitest';
 import type { Backend } from '../../src/core/backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { RheoError, type RheoErrorCode } from '../../src/core/errors.js';
-import type { Lease, RheoEvent } from '../../src/core/types.js';
+import type { AppendedEvent, Lease, RheoEvent } from '../../src/core/types.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 
 export type BackendFactory = (clock: ManualClock) => Backend | Promise<Backend>;
@@ -108,7 +108,13 @@ export function sequences(leases: Lease[]): number[] {
   return leases.map((l) => l.event.sequence);
 }
 
-/** Appends `count` events with explicit partition `partition`; returns them. */
+/** An appended event as `read` returns it: without the append-only `existed` field. */
+export function stored<T>(appended: AppendedEvent<T>): RheoEvent<T> {
+  const { existed: _existed, ...event } = appended;
+  return event;
+}
+
+/** Appends `count` events with explicit partition `partition`; returns them as stored. */
 export async function appendN(
   rheo: Rheo,
   stream: string,
@@ -116,7 +122,7 @@ export async function appendN(
   extra: { partition?: number; type?: string } = {},
 ): Promise<RheoEvent[]> {
   const inputs = Array.from({ length: count }, (_, i) => ({ payload: { n: i }, ...extra }));
-  return rheo.appendBatch(stream, inputs);
+  return (await rheo.appendBatch(stream, inputs)).map(stored);
 }
 
 /** Frontier of each partition, as an array indexed by partition. */

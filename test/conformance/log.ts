@@ -6,6 +6,7 @@ import {
   expectCode,
   fetchAll,
   readAll,
+  stored,
   useFixture,
   type BackendFactory,
 } from './fixture.js';
@@ -167,7 +168,8 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       expect(e.payload).toEqual({ a: 1 });
       expect(e.id).toMatch(UUID_V7);
       expect(e.timestamp.getTime()).toBe(clock.now());
-      expect(await rheo.read('s')).toEqual([e]);
+      expect(e.existed).toBe(false);
+      expect(await rheo.read('s')).toEqual([stored(e)]);
     });
 
     it('stores the given type, key, metadata, id and timestamp', async () => {
@@ -184,7 +186,7 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       });
       expect(e).toMatchObject({ id: 'my-id', type: 'order.paid', key: 'order-1', metadata: { trace: 'abc', nested: { n: 1 } } });
       expect(e.timestamp.getTime()).toBe(at.getTime());
-      expect(await rheo.read('s')).toEqual([e]);
+      expect(await rheo.read('s')).toEqual([stored(e)]);
     });
 
     it('numbers each partition from 1 contiguously, independently of the others', async () => {
@@ -318,8 +320,9 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       const first = await rheo.append('s', { id: 'evt-1', payload: { v: 1 }, type: 't1' });
       clock.advance(1000);
       const again = await rheo.append('s', { id: 'evt-1', payload: { v: 2 }, type: 't2' });
-      expect(again).toEqual(first);
-      expect(await rheo.read('s')).toEqual([first]);
+      expect([first.existed, again.existed]).toEqual([false, true]);
+      expect(stored(again)).toEqual(stored(first));
+      expect(await rheo.read('s')).toEqual([stored(first)]);
     });
 
     it('in a batch, known ids return stored events while the others append', async () => {
@@ -331,11 +334,11 @@ export function registerLogTests(makeBackend: BackendFactory): void {
         { id: 'a', payload: 99 },
         { id: 'c', payload: 3 },
       ]);
-      expect(batch[1]).toEqual(first);
-      expect(batch.map((e) => [e.id, e.sequence, e.payload])).toEqual([
-        ['b', 2, 2],
-        ['a', 1, 1],
-        ['c', 3, 3],
+      expect(stored(batch[1]!)).toEqual(stored(first));
+      expect(batch.map((e) => [e.id, e.sequence, e.payload, e.existed])).toEqual([
+        ['b', 2, 2, false],
+        ['a', 1, 1, true],
+        ['c', 3, 3, false],
       ]);
       expect((await rheo.read('s')).map((e) => e.id)).toEqual(['a', 'b', 'c']);
     });
@@ -347,9 +350,11 @@ export function registerLogTests(makeBackend: BackendFactory): void {
         { id: 'x', payload: 'first' },
         { id: 'x', payload: 'second' },
       ]);
-      expect(batch[1]).toEqual(batch[0]);
+      expect(stored(batch[1]!)).toEqual(stored(batch[0]!));
       expect(batch[0]!.payload).toBe('first');
-      expect(await rheo.read('s')).toEqual([batch[0]]);
+      // As if appended one by one: the second occurrence found the first one stored.
+      expect(batch.map((e) => e.existed)).toEqual([false, true]);
+      expect(await rheo.read('s')).toEqual([stored(batch[0]!)]);
     });
 
     it('ids are scoped to the stream', async () => {
@@ -358,8 +363,8 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       await rheo.createStream('b');
       await rheo.append('a', { id: 'same', payload: 'a' });
       const inB = await rheo.append('b', { id: 'same', payload: 'b' });
-      expect(inB).toMatchObject({ stream: 'b', payload: 'b', sequence: 1 });
-      expect(await rheo.read('b')).toEqual([inB]);
+      expect(inB).toMatchObject({ stream: 'b', payload: 'b', sequence: 1, existed: false });
+      expect(await rheo.read('b')).toEqual([stored(inB)]);
     });
   });
 

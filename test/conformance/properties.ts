@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { partitionForKey } from '../../src/core/partitioner.js';
 import type { Lease, RheoEvent } from '../../src/core/types.js';
-import { fetchAll, pos, readAll, useFixture, type BackendFactory } from './fixture.js';
+import { fetchAll, pos, readAll, stored, useFixture, type BackendFactory } from './fixture.js';
 import { byPosition, pageThrough } from './query.js';
 import { registerFrontierProperty } from './frontier-property.js';
 
@@ -113,7 +113,7 @@ export function registerPropertyTests(makeBackend: BackendFactory): void {
             const events: RheoEvent[] = [];
             for (const input of inputs) {
               clock.advance(input.dt);
-              events.push(await rheo.append(stream, { payload: 0, key: input.key, type: input.type }));
+              events.push(stored(await rheo.append(stream, { payload: 0, key: input.key, type: input.type })));
             }
             const expected = events.filter((e) => type === undefined || e.type === type).sort(byPosition);
             if (order === 'desc') expected.reverse();

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { AppendInput, QueryOptions, RheoEvent } from '../../src/core/types.js';
 import type { Rheo } from '../../src/rheo.js';
-import { expectCode, useFixture, type BackendFactory } from './fixture.js';
+import { expectCode, stored, useFixture, type BackendFactory } from './fixture.js';
 
 /** The query order: (timestamp, partition, sequence). */
 export function byPosition(a: RheoEvent, b: RheoEvent): number {
@@ -47,7 +47,7 @@ async function seed(rheo: Rheo, clock: ManualClock): Promise<RheoEvent[]> {
   const events: RheoEvent[] = [];
   for (const input of SEED) {
     clock.advance(10);
-    events.push(await rheo.append('q', input));
+    events.push(stored(await rheo.append('q', input)));
   }
   return events;
 }
@@ -68,12 +68,14 @@ export function registerQueryTests(makeBackend: BackendFactory): void {
       const events = await seed(rheo, clock);
       // Same timestamp on three partitions: the partition breaks the tie.
       clock.advance(10);
-      const tied = await rheo.appendBatch('q', [
-        { payload: 't2', partition: 2 },
-        { payload: 't0', partition: 0 },
-        { payload: 't1', partition: 1 },
-        { payload: 't0b', partition: 0 },
-      ]);
+      const tied = (
+        await rheo.appendBatch('q', [
+          { payload: 't2', partition: 2 },
+          { payload: 't0', partition: 0 },
+          { payload: 't1', partition: 1 },
+          { payload: 't0b', partition: 0 },
+        ])
+      ).map(stored);
       const result = await rheo.query('q');
       expect(result.events).toEqual([...events, ...tied].sort(byPosition));
       expect(result.events.slice(-4).map((e) => e.payload)).toEqual(['t0', 't0b', 't1', 't2']);
@@ -218,7 +220,7 @@ export function registerQueryTests(makeBackend: BackendFactory): void {
       const events: RheoEvent[] = [];
       for (let i = 0; i < 50; i++) {
         if (i % 3 === 0) clock.advance(1);
-        events.push(await rheo.append('p', { payload: { i }, key: `user-${i}`, type: i % 2 ? 'odd' : 'even' }));
+        events.push(stored(await rheo.append('p', { payload: { i }, key: `user-${i}`, type: i % 2 ? 'odd' : 'even' })));
       }
       expect(new Set(events.map((e) => e.partition)).size).toBe(4);
       return events;
@@ -253,7 +255,7 @@ export function registerQueryTests(makeBackend: BackendFactory): void {
       const events = await seedSpread(rheo, clock);
       const first = await rheo.query('p', { limit: 10 });
       clock.advance(1);
-      const late = await rheo.append('p', { payload: 'late', key: 'late' });
+      const late = stored(await rheo.append('p', { payload: 'late', key: 'late' }));
       const rest = await pageThrough(rheo, 'p', { limit: 10, cursor: first.nextCursor! });
       expect([...first.events, ...rest.events]).toEqual([...events, late].sort(byPosition));
     });

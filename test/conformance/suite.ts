@@ -1,4 +1,5 @@
 import { describe } from 'vitest';
+import { registerBatchTests } from './batches.js';
 import { registerErrorTests } from './errors.js';
 import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
@@ -29,6 +30,7 @@ export function runConformanceSuite(
     registerQueryTests(makeBackend);
     registerFetchTests(makeBackend);
     registerLeaseTests(makeBackend);
+    registerBatchTests(makeBackend);
     registerRenewTests(makeBackend);
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);

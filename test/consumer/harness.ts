@@ -4,7 +4,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import type { Consumer } from '../../src/consumer/consumer.js';
 import type { ConsumeOptions } from '../../src/consumer/consumer-types.js';
 import type { JsonValue } from '../../src/core/types.js';
-import type { RheoEventMap, RheoEventName } from '../../src/observability/lease-events.js';
+import type { ConsumerEventMap } from '../../src/observability/lease-events.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import type { BackendFactory } from '../support/backends.js';
 import { FaultyBackend } from '../support/faulty-backend.js';
@@ -81,14 +81,14 @@ export async function waitFor(condition: () => boolean | Promise<boolean>, what:
 }
 
 /** Resolves with the next `event` payload the consumer emits that matches `filter`. */
-export function nextEvent<K extends RheoEventName>(
+export function nextEvent<K extends keyof ConsumerEventMap>(
   consumer: Consumer<never> | Consumer<JsonValue>,
   event: K,
-  filter: (payload: RheoEventMap[K][0]) => boolean = () => true,
-): Promise<RheoEventMap[K][0]> {
+  filter: (payload: ConsumerEventMap[K][0]) => boolean = () => true,
+): Promise<ConsumerEventMap[K][0]> {
   const emitter = consumer as unknown as EventEmitter;
   return new Promise((resolve) => {
-    const listener = (payload: RheoEventMap[K][0]): void => {
+    const listener = (payload: ConsumerEventMap[K][0]): void => {
       if (!filter(payload)) return;
       emitter.off(event, listener);
       resolve(payload);
@@ -98,10 +98,13 @@ export function nextEvent<K extends RheoEventName>(
 }
 
 /** Records every payload of the given events, in order. */
-export function record<K extends RheoEventName>(consumer: Consumer<JsonValue>, ...events: K[]): Array<{ event: K; payload: RheoEventMap[K][0] }> {
-  const log: Array<{ event: K; payload: RheoEventMap[K][0] }> = [];
+export function record<K extends keyof ConsumerEventMap>(
+  consumer: Consumer<JsonValue>,
+  ...events: K[]
+): Array<{ event: K; payload: ConsumerEventMap[K][0] }> {
+  const log: Array<{ event: K; payload: ConsumerEventMap[K][0] }> = [];
   const emitter = consumer as unknown as EventEmitter;
-  for (const event of events) emitter.on(event, (payload: RheoEventMap[K][0]) => log.push({ event, payload }));
+  for (const event of events) emitter.on(event, (payload: ConsumerEventMap[K][0]) => log.push({ event, payload }));
   return log;
 }
 

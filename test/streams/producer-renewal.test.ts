@@ -56,6 +56,41 @@ for (const factory of backendFactories) {
       expect(producer.inflightCount).toBe(0);
     });
 
+    it('emits lease-lost when a settle of a held lease comes back stale_lease, once', async () => {
+      const { rheo, clock, timers, stream, group } = fx();
+      await fx().append(1);
+      const producer = fx().producer({ maxDemand: 1, leaseMs: 1000 });
+      const lease = await readOne<Lease>(producer);
+      const lost: Array<LeaseLostInfo<unknown>> = [];
+      producer.on('lease-lost', (info) => lost.push(info));
+      // Expired and reclaimed before any renewal ran: the ack is the first to notice.
+      clock.advance(1500);
+      expect(await rheo.fetch(stream, group, { consumerId: 'thief' })).toHaveLength(1);
+      await expect(producer.ack(lease)).rejects.toMatchObject({ code: 'stale_lease' });
+      expect(lost.map((l) => [l.lease.leaseId, l.error.code])).toEqual([[lease.leaseId, 'stale_lease']]);
+      expect(producer.holds(lease.leaseId)).toBe(false);
+      // A second stale settle of the same lease is answered, not reported again.
+      await expect(producer.nack(lease)).rejects.toMatchObject({ code: 'stale_lease' });
+      timers.advance(1000);
+      expect(lost).toHaveLength(1);
+    });
+
+    it('a lease a renewal reported lost is not reported again by its stale settle', async () => {
+      const { rheo, clock, timers, stream, group } = fx();
+      await fx().append(1);
+      const producer = fx().producer({ maxDemand: 1, leaseMs: 1000 });
+      const lease = await readOne<Lease>(producer);
+      const lost: Array<LeaseLostInfo<unknown>> = [];
+      producer.on('lease-lost', (info) => lost.push(info));
+      clock.advance(1500);
+      expect(await rheo.fetch(stream, group, { consumerId: 'thief' })).toHaveLength(1);
+      const renewalLost = nextEvent<LeaseLostInfo<unknown>>(producer, 'lease-lost');
+      timers.runDue();
+      await renewalLost;
+      await expect(producer.ack(lease)).rejects.toMatchObject({ code: 'stale_lease' });
+      expect(lost.map((l) => l.lease.leaseId)).toEqual([lease.leaseId]);
+    });
+
     it('keeps a lease whose renewal fails for another reason, and retries sooner', async () => {
       const { faulty, timers } = fx();
       await fx().append(1);

@@ -1,5 +1,6 @@
 import type {
   Backend,
+  AppendOutcome,
   FetchRequest,
   GroupSpec,
   GroupStart,
@@ -115,18 +116,18 @@ class MemoryBackend implements Backend {
     return [...this.#stream(stream).groups.keys()].sort();
   }
 
-  async append(stream: string, inputs: PreparedAppend[]): Promise<RheoEvent[]> {
+  async append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]> {
     const s = this.#stream(stream);
     const log = s.log;
     // Route everything first: an invalid partition anywhere must write nothing.
     const partitions = inputs.map((i) => routePartition(stream, log.partitions, i.partition, i.key));
     const inBatch = new Map<string, RheoEvent>();
-    const out: RheoEvent[] = [];
+    const out: AppendOutcome[] = [];
     for (let i = 0; i < inputs.length; i++) {
       const input = inputs[i]!;
       const existing = input.id === null ? undefined : (log.byId.get(input.id) ?? inBatch.get(input.id));
       if (existing) {
-        out.push(existing);
+        out.push({ event: existing, existed: true });
         continue;
       }
       const partition = partitions[i]!;
@@ -143,7 +144,7 @@ class MemoryBackend implements Backend {
       });
       log.push(event);
       inBatch.set(event.id, event);
-      out.push(event);
+      out.push({ event, existed: false });
     }
     if (inBatch.size > 0) {
       const waiters = [...s.waiters];

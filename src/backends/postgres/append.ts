@@ -1,4 +1,4 @@
-import type { PreparedAppend } from '../../core/backend.js';
+import type { AppendOutcome, PreparedAppend } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError } from '../../core/errors.js';
 import { uuidv7 } from '../../core/ids.js';
@@ -33,15 +33,15 @@ const MAX_ID_RACE_RETRIES = 5;
 /**
  * Routes and identifies every input before anything is sent (so a bad
  * partition writes nothing), then appends the batch in one statement
- * (sql/append.ts). Returns the events in input order; `wrote` says whether any
- * new event was stored.
+ * (sql/append.ts). Returns one outcome per input, in order; `wrote` says
+ * whether any new event was stored.
  */
 export async function appendEvents(
   ctx: LeaseContext,
   stream: StreamRef,
   inputs: PreparedAppend[],
   options: { clock: Clock | null; channel: string; notify: boolean },
-): Promise<{ events: RheoEvent[]; wrote: boolean }> {
+): Promise<{ outcomes: AppendOutcome[]; wrote: boolean }> {
   const ids = inputs.map((input) => input.id ?? uuidv7(options.clock ?? undefined));
   const unique = new Map<string, Routed>();
   inputs.forEach((input, i) => {
@@ -77,6 +77,7 @@ export async function appendEvents(
     }
   }
   const byId = new Map<string, RheoEvent>();
+  const fresh = new Set<string>();
   let wrote = false;
   for (const row of rows) {
     if (row.existed) {
@@ -84,6 +85,7 @@ export async function appendEvents(
       continue;
     }
     wrote = true;
+    fresh.add(row.id);
     const routed = unique.get(row.id);
     if (!routed) continue;
     const { input } = routed;
@@ -99,11 +101,19 @@ export async function appendEvents(
       timestamp: new Date(input.timestamp.getTime()),
     });
   }
-  const events = ids.map((id) => byId.get(id));
-  if (events.some((e) => e === undefined)) {
-    throw new RheoError('internal', `append to stream "${stream.name}" returned fewer events than it was given`, {
-      stream: stream.name,
-    });
+  const outcomes: AppendOutcome[] = [];
+  // Only the first occurrence of a new id wrote it; a repeat in the batch found it stored.
+  const written = new Set<string>();
+  for (const id of ids) {
+    const event = byId.get(id);
+    if (event === undefined) {
+      throw new RheoError('internal', `append to stream "${stream.name}" returned fewer events than it was given`, {
+        stream: stream.name,
+      });
+    }
+    const existed = !fresh.has(id) || written.has(id);
+    if (!existed) written.add(id);
+    outcomes.push({ event, existed });
   }
-  return { events: events as RheoEvent[], wrote };
+  return { outcomes, wrote };
 }

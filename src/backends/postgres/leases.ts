@@ -175,13 +175,18 @@ export async function renewLeases(ctx: LeaseContext, refs: LeaseRef[], leaseMs: 
 
 export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<SettleOutcome[]> {
   const resolved = await resolveGroups(ctx.catalog, ops);
-  // The first op per delivery is sent; a later op on the same delivery in the
-  // same call finds it already settled, exactly as if the calls were sequential.
+  // Each op is judged by its own lease id. The first op per (delivery, lease
+  // id) is sent; a later one with the same id finds the delivery already
+  // settled, exactly as if the calls were sequential. Ops on one delivery
+  // under different ids are all sent: at most one id is current (a delivery
+  // sits in one range or one row under one id), so the statement applies at
+  // most one of them, and keying by delivery alone would judge a fresh lease
+  // by the stale op ahead of it.
   const seen = new Set<string>();
   const sent: Array<{ group: GroupRef; op: SettleOp }> = [];
   const slotOf = resolved.map(({ item, group }) => {
     if (!group) return -1;
-    const key = `${group.id}/${item.partition}/${item.sequence}`;
+    const key = `${group.id}/${item.partition}/${item.sequence}/${item.leaseId}`;
     if (seen.has(key)) return -2;
     seen.add(key);
     sent.push({ group, op: item });

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type {
   Backend,
+  AppendOutcome,
   BackendCapabilities,
   FetchRequest,
   GroupSpec,
@@ -238,16 +239,16 @@ export class PostgresBackend implements Backend {
     return rows.map((r) => r.name);
   }
 
-  async append(stream: string, inputs: PreparedAppend[]): Promise<RheoEvent[]> {
+  async append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]> {
     await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
-    const { events, wrote } = await appendEvents(this.#ctx, s, inputs, {
+    const { outcomes, wrote } = await appendEvents(this.#ctx, s, inputs, {
       clock: this.#clock,
       channel: this.#channel,
       notify: this.#notify,
     });
     if (wrote) this.#listener.wake(stream);
-    return events;
+    return outcomes;
   }
 
   async read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]> {

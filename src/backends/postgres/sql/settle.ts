@@ -19,8 +19,11 @@ import { memberBit, stillInRange } from './ranges.js';
  * `lease_id = $lease`. The qual sits on the DELETE/UPDATE itself, so if a
  * concurrent fetch reclaimed the row after this statement's snapshot,
  * PostgreSQL re-checks it against the new row version (READ COMMITTED) and
- * the stale lease changes nothing. Ops arrive deduplicated per delivery (the
- * caller reports later duplicates as stale), so nothing is touched twice.
+ * the stale lease changes nothing. Ops arrive deduplicated per (delivery,
+ * lease id) (the caller reports later duplicates as stale); ops on one
+ * delivery under different ids may both arrive, but a delivery is held under
+ * one id at a time (in one range with its bit clear, or in one row), so at
+ * most one of them matches and nothing is touched twice.
  *
  * - ack: delete the row (acked state needs no storage).
  * - reject, or nack at attempt >= max_attempts: delete and insert a dead letter.
