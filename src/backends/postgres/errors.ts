@@ -62,7 +62,7 @@ function isConnectionLoss(error: unknown): boolean {
   const message = messageOf(error);
   return (
     NODE_DROP_ERRNOS.has(errno(error) ?? '') ||
-    /Connection terminated|connection error|not queryable|Client was closed|socket hang up/i.test(message)
+    /Connection terminated|connection error|socket hang up/i.test(message)
   );
 }
 
@@ -111,6 +111,11 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
     return make('internal', `unexpected PostgreSQL error ${state}`);
   }
   if (!ctx.sent) return make('backend_unavailable', 'cannot connect to PostgreSQL');
+  // pg refuses a statement on a client whose connection had already failed
+  // (or was closed) without sending it: nothing was written, whatever it was.
+  if (/is not queryable/i.test(messageOf(error))) {
+    return make('backend_unavailable', 'the connection had already failed; the statement was not sent');
+  }
   if (isConnectionLoss(error)) {
     return ctx.writes
       ? make('ambiguous', 'the connection was lost after the write was sent; it may or may not have been applied')
