@@ -323,6 +323,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     return {
       backend: source.backend,
       defaults: source.defaults,
+      clock: source.clock,
       renewMany: (leases, options) => source.renewMany(leases, options),
       settleMany: (ops) => source.settleMany(ops),
       fetch: async <U extends JsonValue = JsonValue>(stream: string, group: string, options?: FetchOptions) => {

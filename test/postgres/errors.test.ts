@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { classifyError } from '../../src/backends/postgres/errors.js';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { LATEST_VERSION } from '../../src/backends/postgres/migrations/index.js';
 import { claimRoutine, ROUTINES } from '../../src/backends/postgres/routines.js';
@@ -76,6 +77,24 @@ describe('postgres error classification', () => {
     }
     expect(after).toHaveLength(1);
     await rheo.close();
+  });
+
+  it('a write refused by pg because its connection had already failed was never sent: backend_unavailable', async () => {
+    const client = new pg.Client({ connectionString: databaseUrl() });
+    const failed = new Promise<void>((resolve) => client.once('error', () => resolve()));
+    await client.connect();
+    const [{ pid }] = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows as [{ pid: number }];
+    await sharedPool().query('SELECT pg_terminate_backend($1)', [pid]);
+    await failed;
+    const refused = await client.query('SELECT 1').then(
+      () => null,
+      (error: unknown) => error,
+    );
+    await client.end().catch(() => undefined);
+    expect(String(refused)).toMatch(/not queryable/);
+    const error = classifyError(refused, { action: 'ack', sent: true, writes: true });
+    expect(error.code).toBe('backend_unavailable');
+    expect(error.cause).toBe(refused);
   });
 
   it('an unreachable server is backend_unavailable', async () => {
@@ -200,6 +219,17 @@ describe('postgres error classification', () => {
       expect(caught).toBeInstanceOf(RheoError);
       expect((caught as RheoError).code).toBe('invalid_argument');
     }
+  });
+
+  it('reserved schema names (pg_*, information_schema) are rejected when the backend is built', () => {
+    for (const schema of ['pg_catalog', 'pg_toast', 'pg_rheo', 'information_schema']) {
+      expect(() => postgresBackend({ pool: sharedPool() }, { schema })).toThrow(
+        expect.objectContaining({ code: 'invalid_argument', message: expect.stringContaining('reserved') }),
+      );
+    }
+    // Names that merely contain those words are fine.
+    expect(postgresBackend({ pool: sharedPool() }, { schema: 'rheo_pg_' }).schema).toBe('rheo_pg_');
+    expect(postgresBackend({ pool: sharedPool() }, { schema: 'information_schema2' }).schema).toBe('information_schema2');
   });
 
   it('a borrowed pool is never ended; close() is idempotent and later calls are closed', async () => {

@@ -62,7 +62,7 @@ function isConnectionLoss(error: unknown): boolean {
   const message = messageOf(error);
   return (
     NODE_DROP_ERRNOS.has(errno(error) ?? '') ||
-    /Connection terminated|connection error|not queryable|Client was closed|socket hang up/i.test(message)
+    /Connection terminated|connection error|socket hang up/i.test(message)
   );
 }
 
@@ -101,6 +101,8 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
         : make('backend_unavailable', 'the statement was cancelled (timeout?)');
     }
     if (TRANSIENT_CODES.has(state)) return make('backend_unavailable', 'a transient conflict rolled the statement back; retry');
+    // insufficient_privilege: the role lacks a grant (see README: privileges).
+    if (state === '42501') return make('permission_denied', 'the PostgreSQL role lacks a privilege this needs');
     if (state === '3F000' || state === '42P01' || state === '42883') {
       return make('schema_version', 'the rheo schema is missing or incomplete; call rheo.migrate()');
     }
@@ -109,6 +111,11 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
     return make('internal', `unexpected PostgreSQL error ${state}`);
   }
   if (!ctx.sent) return make('backend_unavailable', 'cannot connect to PostgreSQL');
+  // pg refuses a statement on a client whose connection had already failed
+  // (or was closed) without sending it: nothing was written, whatever it was.
+  if (/is not queryable/i.test(messageOf(error))) {
+    return make('backend_unavailable', 'the connection had already failed; the statement was not sent');
+  }
   if (isConnectionLoss(error)) {
     return ctx.writes
       ? make('ambiguous', 'the connection was lost after the write was sent; it may or may not have been applied')
