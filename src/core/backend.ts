@@ -44,8 +44,12 @@ export interface Backend {
    * repeated id yields the event of its first occurrence.
    */
   append(stream: string, inputs: PreparedAppend[]): Promise<RheoEvent[]>;
-  /** Events with `sequence > after` in one partition, ascending. `invalid_partition`. */
-  read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]>;
+  /**
+   * Events with `sequence > after` in one partition, ascending: at most
+   * `limit`, and only while their sizes add up to at most `maxBytes` (the
+   * first one always). `invalid_partition`.
+   */
+  read(stream: string, partition: number, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]>;
   query(stream: string, query: NormalizedQuery): Promise<QueryResult>;
 
   /**
@@ -113,6 +117,8 @@ export interface PreparedAppend {
   metadata: JsonObject;
   partition: number | null;
   timestamp: Date;
+  /** Payload plus metadata in bytes, by the size rule of core/json-size.ts. */
+  size: number;
 }
 
 export interface NormalizedQuery {
@@ -127,6 +133,12 @@ export interface NormalizedQuery {
   partition: number | null;
   order: 'asc' | 'desc';
   limit: number;
+  /**
+   * Byte budget: the page ends before the first event that would take its
+   * total size past `maxBytes` (the first event always fits); `nextCursor`
+   * is set when the page was cut by `limit` or by `maxBytes`.
+   */
+  maxBytes: number;
   /** Decoded cursor: the last `(timestamp, partition, sequence)` already returned. */
   cursor: QueryPosition | null;
 }
@@ -142,6 +154,13 @@ export interface FetchRequest {
   consumerId: string;
   leaseMs: number;
   partitions: number[] | null;
+  /**
+   * Byte budget, by the size rule of core/json-size.ts: the claim walks its
+   * usual order and stops before the first delivery whose event would take
+   * the claimed events' total size past `maxBytes`, except that it always
+   * claims the first one. Deliveries past the stop stay claimable.
+   */
+  maxBytes: number;
 }
 
 export interface LeaseRef {
