@@ -9,6 +9,7 @@
  */
 
 /** Characters that `JSON.stringify` writes as an escape sequence. */
+// eslint-disable-next-line no-control-regex -- the control characters are exactly what JSON escapes
 const ESCAPED = /["\\\u0000-\u001f]/;
 
 /** Bytes of `JSON.stringify(s)` in UTF-8, for a well-formed string. */

@@ -4,6 +4,7 @@ import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
 import { registerFrontierTests } from './frontier.js';
 import { registerLeaseTests } from './leases.js';
+import { registerLimitTests } from './limits.js';
 import { registerLogTests } from './log.js';
 import { registerPropertyTests } from './properties.js';
 import { registerQueryTests } from './query.js';
@@ -33,6 +34,7 @@ export function runConformanceSuite(
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
     registerErrorTests(makeBackend);
+    registerLimitTests(makeBackend);
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
     registerPropertyTests(makeBackend);
   });
