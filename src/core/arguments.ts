@@ -161,11 +161,42 @@ export function leaseRef(lease: Lease<unknown>, what: string): LeaseRef {
   };
 }
 
+/** Longest stored nack/reject reason, in UTF-16 code units. */
+export const MAX_REASON_LENGTH = 4000;
+
+/**
+ * A nack/reject reason is a diagnostic and never makes a settle fail
+ * (DESIGN.md §6): an Error gives its message, anything else its `String()`
+ * (or a description when that throws); U+0000 and lone surrogates, which
+ * PostgreSQL cannot store, become U+FFFD on every backend alike; a reason
+ * longer than `MAX_REASON_LENGTH` is cut there (never inside a surrogate pair).
+ */
 function normalizeReason(reason: unknown): string | null {
   if (reason === undefined || reason === null) return null;
-  if (typeof reason === 'string') return reason.slice(0, 4000).replaceAll('\u0000', '').toWellFormed();
-  if (reason instanceof Error) return normalizeReason(reason.message || reason.name);
-  throw invalidArgument(`reason must be a string, got ${describe(reason)}`);
+  let text: string;
+  if (typeof reason === 'string') {
+    text = reason;
+  } else {
+    try {
+      const value: unknown = reason instanceof Error ? reason.message || reason.name : String(reason);
+      text = typeof value === 'string' ? value : safeDescribe(reason);
+    } catch {
+      text = safeDescribe(reason);
+    }
+  }
+  if (text.length > MAX_REASON_LENGTH) {
+    const last = text.charCodeAt(MAX_REASON_LENGTH - 1);
+    text = text.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_REASON_LENGTH - 1 : MAX_REASON_LENGTH);
+  }
+  return text.replaceAll('\u0000', '\ufffd').toWellFormed();
+}
+
+function safeDescribe(value: unknown): string {
+  try {
+    return describe(value);
+  } catch {
+    return 'an unreadable value';
+  }
 }
 
 /**

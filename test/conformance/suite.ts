@@ -3,6 +3,7 @@ import { registerErrorTests } from './errors.js';
 import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
 import { registerFrontierTests } from './frontier.js';
+import { registerInputParityTests } from './input-parity.js';
 import { registerLeaseTests } from './leases.js';
 import { registerLimitTests } from './limits.js';
 import { registerLogTests } from './log.js';
@@ -35,6 +36,7 @@ export function runConformanceSuite(
     registerReplayTests(makeBackend);
     registerErrorTests(makeBackend);
     registerLimitTests(makeBackend);
+    registerInputParityTests(makeBackend);
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
     registerPropertyTests(makeBackend);
   });
