@@ -408,7 +408,8 @@ export class Rheo {
       assertString('after', options.after, { min: 1, max: 64 });
       after = options.after;
     }
-    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after))) as DeadLetter<T>[];
+    const maxBytes = this.#maxBytes(options.maxBytes);
+    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after, maxBytes))) as DeadLetter<T>[];
   }
 
   /** Reopens dead letters (all, or the given event ids) with attempts reset. Returns how many. */

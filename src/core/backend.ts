@@ -70,8 +70,12 @@ export interface Backend {
   /** Drops all delivery state and dead letters; the frontier restarts at `start`. */
   resetGroup(stream: string, group: string, start: GroupStart): Promise<void>;
   groupInfo(stream: string, group: string): Promise<GroupInfo>;
-  /** Ordered by dead-letter id ascending; `cursor_not_found` when `after` names no current dead letter. */
-  deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]>;
+  /**
+   * Ordered by dead-letter id ascending; `cursor_not_found` when `after`
+   * names no current dead letter. At most `limit`, and only while their
+   * events' sizes add up to at most `maxBytes` (the first one always).
+   */
+  deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]>;
   /** Reopens dead letters (all, or those of the given event ids) with attempts reset; returns how many. */
   redrive(stream: string, group: string, eventIds: string[] | null): Promise<number>;
 

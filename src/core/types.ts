@@ -187,6 +187,8 @@ export interface DeadLetter<T = JsonValue> {
 export interface DeadLetterOptions {
   limit?: number;
   after?: string;
+  /** Byte budget of the page's events, as for `read`; default `defaults.maxFetchBytes`. */
+  maxBytes?: number;
 }
 
 export interface RedriveOptions {

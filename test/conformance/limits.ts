@@ -235,6 +235,26 @@ export function registerLimitTests(makeBackend: BackendFactory): void {
       expect((await rheo.query('s', { limit: 100 })).nextCursor).toBeNull();
     });
 
+    it('deadLetters stops at maxBytes (at least one); paging by id still sees every dead letter', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await rheo.appendBatch('s', Array.from({ length: 5 }, () => ({ payload: sized(100) })));
+      await rheo.rejectMany(await rheo.fetch('s', 'g', { limit: 5 }));
+      const first = await rheo.deadLetters('s', 'g', { limit: 100, maxBytes: 250 });
+      expect(first.map((d) => d.event.sequence)).toEqual([1, 2]);
+      expect((await rheo.deadLetters('s', 'g', { after: first[1]!.id, maxBytes: 1 })).map((d) => d.event.sequence)).toEqual([3]);
+      const seen: number[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const page = await rheo.deadLetters('s', 'g', { limit: 100, maxBytes: 250, after });
+        if (page.length === 0) break;
+        seen.push(...page.map((d) => d.event.sequence));
+        after = page[page.length - 1]!.id;
+      }
+      expect(seen).toEqual([1, 2, 3, 4, 5]);
+    });
+
     it('rejects a maxBytes that is not a positive integer', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');
@@ -243,6 +263,7 @@ export function registerLimitTests(makeBackend: BackendFactory): void {
         await expectCode(rheo.fetch('s', 'g', { maxBytes: bad as number }), 'invalid_argument');
         await expectCode(rheo.read('s', { maxBytes: bad as number }), 'invalid_argument');
         await expectCode(rheo.query('s', { maxBytes: bad as number }), 'invalid_argument');
+        await expectCode(rheo.deadLetters('s', 'g', { maxBytes: bad as number }), 'invalid_argument');
       }
     });
   });

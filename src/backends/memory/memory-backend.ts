@@ -279,7 +279,7 @@ class MemoryBackend implements Backend {
     };
   }
 
-  async deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]> {
+  async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
     const { log, g } = this.#group(stream, group);
     let afterId = 0;
     if (after !== null) {
@@ -291,7 +291,13 @@ class MemoryBackend implements Backend {
         });
       }
     }
-    return g.deadLetters.page(afterId, limit).map((e) => ({
+    const page = g.deadLetters.page(afterId, limit);
+    let n = 0;
+    for (let bytes = 0; n < page.length; n++) {
+      bytes += log.size(page[n]!.partition, page[n]!.sequence);
+      if (bytes > maxBytes && n > 0) break;
+    }
+    return page.slice(0, n).map((e) => ({
       id: String(e.id),
       stream,
       group,

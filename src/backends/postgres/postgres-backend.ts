@@ -318,9 +318,9 @@ export class PostgresBackend implements Backend {
     return { stream, group, maxAttempts: g.maxAttempts, lag, inflight: counts.inflight, deadLetters: counts.dead_letters };
   }
 
-  async deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]> {
+  async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
     await this.#ensureSchema();
-    return listDeadLetters(this.#ctx, await this.#catalog.group(stream, group), limit, after);
+    return listDeadLetters(this.#ctx, await this.#catalog.group(stream, group), limit, after, maxBytes);
   }
 
   async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
