@@ -61,7 +61,7 @@ export interface RheoDefaults {
   maxDemand: number;
   pollMs: number;
   /**
-   * Byte budget of a `fetch`, `read` or `query` without its own `maxBytes`:
+   * Byte budget of a `fetch`, `read`, `query` or `deadLetters` without its own `maxBytes`:
    * the events' sizes (payload plus metadata, core/json-size.ts) add up to at
    * most this, except that one event always comes back if any is there.
    * Default 16 MiB.

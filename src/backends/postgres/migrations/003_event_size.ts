@@ -1,5 +1,5 @@
 /**
- * Migration 3: each event's size, so fetch, read and query can stop at a byte
+ * Migration 3: each event's size, so fetch, read, query and deadLetters can stop at a byte
  * budget inside PostgreSQL instead of sending every payload a limit allows
  * (six 100 MB events in one claim built a JSON text past V8's string limit and
  * crashed each process that claimed them).
