@@ -3,6 +3,7 @@ import {
   MAX_LEASE_MS,
   MAX_LIMIT,
   MAX_PARTITIONS,
+  assertBatchSize,
   assertOptions,
   leaseRef,
   messageOf,
@@ -15,6 +16,13 @@ import {
   settleOp,
 } from './core/arguments.js';
 import { systemClock, type Clock } from './core/clock.js';
+import {
+  DEFAULT_MAX_BATCH_BYTES,
+  DEFAULT_MAX_EVENT_BYTES,
+  DEFAULT_MAX_FETCH_BYTES,
+  MAX_CONFIGURABLE_BYTES,
+  type RheoLimits,
+} from './core/limits.js';
 import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
 import type {
   AppendInput,
@@ -54,6 +62,13 @@ export interface RheoDefaults {
   maxAttempts: number;
   maxDemand: number;
   pollMs: number;
+  /**
+   * Byte budget of a `fetch`, `read`, `query` or `deadLetters` without its own `maxBytes`:
+   * the events' sizes (payload plus metadata, core/json-size.ts) add up to at
+   * most this, except that one event always comes back if any is there.
+   * Default 16 MiB.
+   */
+  maxFetchBytes: number;
 }
 
 export interface RheoOptions {
@@ -62,6 +77,8 @@ export interface RheoOptions {
   defaults?: Partial<RheoDefaults>;
   /** Time source for the default memory backend and for rheo's own timers. */
   clock?: Clock;
+  /** Event and batch size limits (core/limits.ts); defaults 1 MiB per event, 64 MiB per batch. */
+  limits?: Partial<RheoLimits>;
 }
 
 export type { SettleRequest } from './core/types.js';
@@ -80,6 +97,7 @@ export class Rheo {
   readonly defaults: Readonly<RheoDefaults>;
   /** How to end each producer and consumer this instance made; `close()` runs them all. */
   readonly #attached = new Set<() => Promise<void>>();
+  readonly limits: Readonly<RheoLimits>;
   #closed = false;
   /** Settles outlive `#closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
@@ -94,6 +112,22 @@ export class Rheo {
       maxAttempts: optionalInteger('defaults.maxAttempts', d.maxAttempts, 5, { min: 1, max: 1_000_000 }),
       maxDemand: optionalInteger('defaults.maxDemand', d.maxDemand, 10, { min: 1, max: MAX_LIMIT }),
       pollMs: optionalInteger('defaults.pollMs', d.pollMs, 200, { min: 1, max: 3600_000 }),
+      maxFetchBytes: optionalInteger('defaults.maxFetchBytes', d.maxFetchBytes, DEFAULT_MAX_FETCH_BYTES, {
+        min: 1,
+        max: MAX_CONFIGURABLE_BYTES,
+      }),
+    });
+    const l = options.limits ?? {};
+    assertOptions('limits', l);
+    this.limits = Object.freeze({
+      maxEventBytes: optionalInteger('limits.maxEventBytes', l.maxEventBytes, DEFAULT_MAX_EVENT_BYTES, {
+        min: 2,
+        max: MAX_CONFIGURABLE_BYTES,
+      }),
+      maxBatchBytes: optionalInteger('limits.maxBatchBytes', l.maxBatchBytes, DEFAULT_MAX_BATCH_BYTES, {
+        min: 2,
+        max: MAX_CONFIGURABLE_BYTES,
+      }),
     });
     this.backend = options.backend ?? memoryBackend({ clock: this.clock });
   }
@@ -183,7 +217,10 @@ export class Rheo {
   async append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>): Promise<AppendedEvent<T>> {
     this.#assertOpen();
     assertName('stream', stream);
-    const prepared = prepareAppend(this.clock, input, 'append input');
+    const prepared = prepareAppend(this.clock, input, 'append input', {
+      stream,
+      maxEventBytes: this.limits.maxEventBytes,
+    });
     const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]));
     if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
     return appended<T>(outcome);
@@ -201,8 +238,10 @@ export class Rheo {
     assertName('stream', stream);
     if (!Array.isArray(inputs)) throw invalidArgument(`appendBatch expects an array of inputs, got ${describe(inputs)}`);
     if (inputs.length > 100_000) throw invalidArgument('appendBatch accepts at most 100000 inputs per call');
-    const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`));
+    const limits = { stream, maxEventBytes: this.limits.maxEventBytes };
+    const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`, limits));
     if (prepared.length === 0) return [];
+    assertBatchSize(stream, prepared, this.limits.maxBatchBytes);
     const outcomes = await this.#call(() => this.backend.append(stream, prepared));
     return outcomes.map((outcome) => appended<T>(outcome));
   }
@@ -214,14 +253,15 @@ export class Rheo {
     const partition = optionalInteger('partition', options.partition, 0, { max: MAX_PARTITIONS });
     const after = optionalInteger('after', options.after, 0);
     const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
-    return (await this.#call(() => this.backend.read(stream, partition, after, limit))) as RheoEvent<T>[];
+    const maxBytes = this.#maxBytes(options.maxBytes);
+    return (await this.#call(() => this.backend.read(stream, partition, after, limit, maxBytes))) as RheoEvent<T>[];
   }
 
   async query<T extends JsonValue = JsonValue>(stream: string, options: QueryOptions = {}): Promise<QueryResult<T>> {
     this.#assertOpen();
     assertName('stream', stream);
     assertOptions('query options', options);
-    const q = normalizeQuery(stream, options);
+    const q = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
     return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
   }
 
@@ -275,8 +315,9 @@ export class Rheo {
       consumerId = options.consumerId;
     }
     const partitions = normalizePartitions(options.partitions);
+    const maxBytes = this.#maxBytes(options.maxBytes);
     return (await this.#call(() =>
-      this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions }),
+      this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }),
     )) as Lease<T>[];
   }
 
@@ -409,7 +450,8 @@ export class Rheo {
       assertString('after', options.after, { min: 1, max: 64 });
       after = options.after;
     }
-    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after))) as DeadLetter<T>[];
+    const maxBytes = this.#maxBytes(options.maxBytes);
+    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after, maxBytes))) as DeadLetter<T>[];
   }
 
   /** Reopens dead letters (all, or the given event ids) with attempts reset. Returns how many. */
@@ -423,6 +465,10 @@ export class Rheo {
   }
 
   // ---- internals ----------------------------------------------------------
+
+  #maxBytes(value: unknown): number {
+    return optionalInteger('maxBytes', value, this.defaults.maxFetchBytes, { min: 1, max: MAX_CONFIGURABLE_BYTES });
+  }
 
   #assertOpen(): void {
     if (this.#closed) throw new RheoError('closed', 'this rheo instance is closed');

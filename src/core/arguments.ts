@@ -7,7 +7,7 @@ import type {
   SettleOp,
 } from './backend.js';
 import type { Clock } from './clock.js';
-import { invalidArgument } from './errors.js';
+import { RheoError, invalidArgument } from './errors.js';
 import { decodeQueryCursor } from './query-cursor.js';
 import type { AppendInput, JsonObject, JsonValue, QueryOptions, SettleRequest } from './types.js';
 import {
@@ -21,7 +21,10 @@ import {
   describe,
   frozenJsonCopy,
   optionalInteger,
+  readingJson,
+  type JsonBudget,
 } from './validation.js';
+import { MAX_CONFIGURABLE_BYTES, eventTooLarge } from './limits.js';
 
 /*
  * Argument normalisation for the facade: every public call's input is checked
@@ -34,13 +37,36 @@ export const MAX_PARTITIONS = 4096;
 export const MAX_LEASE_MS = 7 * 24 * 3600_000;
 const EMPTY_METADATA: JsonObject = Object.freeze({});
 
-/** Validates one append input into what the backend stores; payload and metadata become frozen copies. */
-export function prepareAppend(clock: Clock, input: AppendInput<unknown>, what: string): PreparedAppend {
+/**
+ * Validates one append input into what the backend stores; payload and
+ * metadata become frozen copies, and their size (json-size.ts) must not pass
+ * `maxEventBytes` (`event_too_large`, counted only until it passes).
+ */
+export function prepareAppend(
+  clock: Clock,
+  input: AppendInput<unknown>,
+  what: string,
+  limits: { stream: string; maxEventBytes: number },
+): PreparedAppend {
+  return readingJson(what, () => prepareInput(clock, input, what, limits));
+}
+
+function prepareInput(
+  clock: Clock,
+  input: AppendInput<unknown>,
+  what: string,
+  { stream, maxEventBytes }: { stream: string; maxEventBytes: number },
+): PreparedAppend {
   assertPlainObject(what, input);
   if (!('payload' in input) || input.payload === undefined) {
     throw invalidArgument(`${what}.payload is required and must be JSON (undefined is not JSON)`);
   }
-  const payload = frozenJsonCopy(`${what}.payload`, input.payload);
+  const budget: JsonBudget = {
+    bytes: 0,
+    limit: maxEventBytes,
+    onOverflow: (bytes) => eventTooLarge(stream, what, bytes, maxEventBytes, true),
+  };
+  const payload = frozenJsonCopy(`${what}.payload`, input.payload, budget);
   let type = 'event';
   if (input.type !== undefined) {
     assertString(`${what}.type`, input.type);
@@ -49,18 +75,18 @@ export function prepareAppend(clock: Clock, input: AppendInput<unknown>, what: s
   let key: string | null = null;
   if (input.key !== undefined && input.key !== null) {
     assertString(`${what}.key`, input.key, { min: 0, max: 1024 });
-    assertJson(`${what}.key`, input.key);
     key = input.key;
   }
   let metadata: JsonObject = EMPTY_METADATA;
   if (input.metadata !== undefined) {
     assertPlainObject(`${what}.metadata`, input.metadata);
-    metadata = frozenJsonCopy(`${what}.metadata`, input.metadata) as JsonObject;
+    metadata = frozenJsonCopy(`${what}.metadata`, input.metadata, budget) as JsonObject;
+  } else {
+    spendEmptyMetadata(budget);
   }
   let id: string | null = null;
   if (input.id !== undefined) {
     assertString(`${what}.id`, input.id);
-    assertJson(`${what}.id`, input.id);
     id = input.id;
   }
   let partition: number | null = null;
@@ -75,7 +101,26 @@ export function prepareAppend(clock: Clock, input: AppendInput<unknown>, what: s
   } else {
     timestamp = new Date(clock.now());
   }
-  return { id, type, key, payload, metadata, partition, timestamp };
+  return { id, type, key, payload, metadata, partition, timestamp, size: budget.bytes };
+}
+
+/** `{}`: two bytes, counted like any metadata so the size does not depend on whether it was given. */
+function spendEmptyMetadata(budget: JsonBudget): void {
+  budget.bytes += 2;
+  if (budget.bytes > budget.limit) throw budget.onOverflow(budget.bytes);
+}
+
+/** An `appendBatch` whose events add up to more than `maxBatchBytes` is refused whole. */
+export function assertBatchSize(stream: string, prepared: PreparedAppend[], maxBatchBytes: number): void {
+  let bytes = 0;
+  for (const p of prepared) bytes += p.size;
+  if (bytes > maxBatchBytes) {
+    throw new RheoError(
+      'event_too_large',
+      `appendBatch to stream "${stream}" is ${bytes} bytes of payload and metadata in ${prepared.length} events, over limits.maxBatchBytes of ${maxBatchBytes}`,
+      { stream },
+    );
+  }
 }
 
 export function assertOptions(what: string, options: unknown): void {
@@ -129,20 +174,42 @@ export function leaseRef(lease: unknown, what: string): LeaseRef {
   return { stream, group, partition, sequence, leaseId };
 }
 
+/** Longest stored nack/reject reason, in UTF-16 code units. */
+export const MAX_REASON_LENGTH = 4000;
+
+/**
+ * A nack/reject reason is a diagnostic and never makes a settle fail
+ * (DESIGN.md §6): an Error gives its message, anything else its `String()`
+ * (or a description when that throws); U+0000 and lone surrogates, which
+ * PostgreSQL cannot store, become U+FFFD on every backend alike; a reason
+ * longer than `MAX_REASON_LENGTH` is cut there (never inside a surrogate pair).
+ */
 function normalizeReason(reason: unknown): string | null {
   if (reason === undefined || reason === null) return null;
-  if (typeof reason === 'string') return reason.slice(0, 4000).replaceAll('\u0000', '').toWellFormed();
-  if (reason instanceof Error) {
-    let text: unknown;
+  let text: string;
+  if (typeof reason === 'string') {
+    text = reason;
+  } else {
     try {
-      text = reason.message || reason.name;
+      const value: unknown = reason instanceof Error ? reason.message || reason.name : String(reason);
+      text = typeof value === 'string' ? value : safeDescribe(reason);
     } catch {
-      // An Error whose message getter throws still explains nothing: store no reason rather than fail the settle.
-      return null;
+      text = safeDescribe(reason);
     }
-    return normalizeReason(typeof text === 'string' ? text : null);
   }
-  throw invalidArgument(`reason must be a string, got ${describe(reason)}`);
+  if (text.length > MAX_REASON_LENGTH) {
+    const last = text.charCodeAt(MAX_REASON_LENGTH - 1);
+    text = text.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_REASON_LENGTH - 1 : MAX_REASON_LENGTH);
+  }
+  return text.replaceAll('\u0000', '\ufffd').toWellFormed();
+}
+
+function safeDescribe(value: unknown): string {
+  try {
+    return describe(value);
+  } catch {
+    return 'an unreadable value';
+  }
 }
 
 /**
@@ -254,7 +321,11 @@ export function normalizeReplay(spec: unknown): NormalizedReplay {
   throw invalidArgument('replay spec must have exactly one of fromSequence, from, eventIds');
 }
 
-export function normalizeQuery(stream: string, o: QueryOptions): NormalizedQuery {
+export function normalizeQuery(stream: string, o: QueryOptions, defaultMaxBytes: number): NormalizedQuery {
+  return readingJson('query options', () => queryOf(stream, o, defaultMaxBytes));
+}
+
+function queryOf(stream: string, o: QueryOptions, defaultMaxBytes: number): NormalizedQuery {
   let types: string[] | null = null;
   if (o.type !== undefined) {
     const list = Array.isArray(o.type) ? o.type : [o.type];
@@ -302,6 +373,7 @@ export function normalizeQuery(stream: string, o: QueryOptions): NormalizedQuery
     throw invalidArgument(`query order must be 'asc' or 'desc', got ${describe(o.order)}`);
   }
   const limit = optionalInteger('limit', o.limit, 100, { min: 1, max: 1000 });
+  const maxBytes = optionalInteger('maxBytes', o.maxBytes, defaultMaxBytes, { min: 1, max: MAX_CONFIGURABLE_BYTES });
   let cursor = null;
   if (o.cursor !== undefined && o.cursor !== null) {
     assertString('query cursor', o.cursor, { min: 1, max: 500 });
@@ -319,6 +391,7 @@ export function normalizeQuery(stream: string, o: QueryOptions): NormalizedQuery
     partition,
     order: o.order ?? 'asc',
     limit,
+    maxBytes,
     cursor,
   };
 }

@@ -46,8 +46,12 @@ export interface Backend {
    * occurrence on, as if the inputs were appended one by one.
    */
   append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]>;
-  /** Events with `sequence > after` in one partition, ascending. `invalid_partition`. */
-  read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]>;
+  /**
+   * Events with `sequence > after` in one partition, ascending: at most
+   * `limit`, and only while their sizes add up to at most `maxBytes` (the
+   * first one always). `invalid_partition`.
+   */
+  read(stream: string, partition: number, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]>;
   query(stream: string, query: NormalizedQuery): Promise<QueryResult>;
 
   /**
@@ -68,8 +72,12 @@ export interface Backend {
   /** Drops all delivery state and dead letters; the frontier restarts at `start`. */
   resetGroup(stream: string, group: string, start: GroupStart): Promise<void>;
   groupInfo(stream: string, group: string): Promise<GroupInfo>;
-  /** Ordered by dead-letter id ascending; `cursor_not_found` when `after` names no current dead letter. */
-  deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]>;
+  /**
+   * Ordered by dead-letter id ascending; `cursor_not_found` when `after`
+   * names no current dead letter. At most `limit`, and only while their
+   * events' sizes add up to at most `maxBytes` (the first one always).
+   */
+  deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]>;
   /** Reopens dead letters (all, or those of the given event ids) with attempts reset; returns how many. */
   redrive(stream: string, group: string, eventIds: string[] | null): Promise<number>;
 
@@ -115,6 +123,8 @@ export interface PreparedAppend {
   metadata: JsonObject;
   partition: number | null;
   timestamp: Date;
+  /** Payload plus metadata in bytes, by the size rule of core/json-size.ts. */
+  size: number;
 }
 
 export interface AppendOutcome {
@@ -135,6 +145,12 @@ export interface NormalizedQuery {
   partition: number | null;
   order: 'asc' | 'desc';
   limit: number;
+  /**
+   * Byte budget: the page ends before the first event that would take its
+   * total size past `maxBytes` (the first event always fits); `nextCursor`
+   * is set when the page was cut by `limit` or by `maxBytes`.
+   */
+  maxBytes: number;
   /** Decoded cursor: the last `(timestamp, partition, sequence)` already returned. */
   cursor: QueryPosition | null;
 }
@@ -150,6 +166,13 @@ export interface FetchRequest {
   consumerId: string;
   leaseMs: number;
   partitions: number[] | null;
+  /**
+   * Byte budget, by the size rule of core/json-size.ts: the claim walks its
+   * usual order and stops before the first delivery whose event would take
+   * the claimed events' total size past `maxBytes`, except that it always
+   * claims the first one. Deliveries past the stop stay claimable.
+   */
+  maxBytes: number;
 }
 
 export interface LeaseRef {

@@ -85,6 +85,12 @@ export interface ReadOptions {
   partition?: number;
   after?: number;
   limit?: number;
+  /**
+   * Byte budget (payload plus metadata, as for `fetch`); default
+   * `defaults.maxFetchBytes`. A page shorter than `limit` is therefore not
+   * the end of the partition: an empty one is.
+   */
+  maxBytes?: number;
 }
 
 export interface QueryOptions {
@@ -107,6 +113,11 @@ export interface QueryOptions {
   limit?: number;
   /** `nextCursor` of a previous page of the same query. */
   cursor?: string;
+  /**
+   * Byte budget of the page (payload plus metadata, as for `fetch`); default
+   * `defaults.maxFetchBytes`. A page cut by it still carries a `nextCursor`.
+   */
+  maxBytes?: number;
 }
 
 export interface QueryResult<T = JsonValue> {
@@ -121,6 +132,12 @@ export interface FetchOptions {
   leaseMs?: number;
   /** Claim only from these partitions. */
   partitions?: number[];
+  /**
+   * Byte budget: the claimed events' sizes (payload plus metadata) add up to
+   * at most this; the first claimable event is claimed whatever its size.
+   * Default `defaults.maxFetchBytes` (16 MiB).
+   */
+  maxBytes?: number;
 }
 
 export interface RenewOptions {
@@ -184,6 +201,8 @@ export interface DeadLetter<T = JsonValue> {
 export interface DeadLetterOptions {
   limit?: number;
   after?: string;
+  /** Byte budget of the page's events, as for `read`; default `defaults.maxFetchBytes`. */
+  maxBytes?: number;
 }
 
 export interface RedriveOptions {

@@ -1,4 +1,6 @@
-import { invalidArgument, invalidPartition } from './errors.js';
+import { RheoError, invalidArgument, invalidPartition } from './errors.js';
+import { jsonLiteralBytes, jsonNumberBytes, jsonStringBytes } from './json-size.js';
+import { MAX_JSON_DEPTH, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS } from './limits.js';
 import { partitionForKey } from './partitioner.js';
 import type { JsonObject, JsonValue } from './types.js';
 
@@ -43,11 +45,17 @@ export function assertString(
   if (typeof value !== 'string' || value.length < min || value.length > max) {
     throw invalidArgument(`${what} must be a string of ${min}-${max} characters, got ${describe(value)}`);
   }
+  const problem = stringProblem(value, what);
+  if (problem) throw invalidArgument(problem);
 }
 
 export function assertDate(what: string, value: unknown): asserts value is Date {
   if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
     throw invalidArgument(`${what} must be a valid Date, got ${describe(value)}`);
+  }
+  const ms = value.getTime();
+  if (ms < MIN_TIMESTAMP_MS || ms > MAX_TIMESTAMP_MS) {
+    throw invalidArgument(`${what} must lie in the years 0001..9999 (UTC), got ${describe(value)}`);
   }
 }
 
@@ -61,14 +69,33 @@ export function assertPlainObject(what: string, value: unknown): asserts value i
  * Checks that `value` is plain JSON that round-trips unchanged: no functions,
  * symbols, BigInt, undefined, non-finite numbers, cycles, or class instances
  * (a Date would silently become a string). Strings must be well-formed UTF-16
- * and free of U+0000, which PostgreSQL's jsonb cannot store.
+ * and free of U+0000, which PostgreSQL's jsonb cannot store; nesting is at
+ * most `MAX_JSON_DEPTH`. A getter or proxy trap that throws while the value
+ * is read makes it `invalid_argument` too.
  */
 export function assertJson(what: string, value: unknown): asserts value is JsonValue {
-  const problem = jsonProblem(value, new Set(), what);
-  if (problem) throw invalidArgument(`${problem}`);
+  readingJson(what, () => {
+    const problem = jsonProblem(value, new Set(), what, 1);
+    if (problem) throw invalidArgument(problem);
+  });
 }
 
-function jsonProblem(value: unknown, seen: Set<object>, path: string): string | null {
+/** Runs a walk over caller-supplied values, turning whatever their getters or proxy traps throw into `invalid_argument`. */
+export function readingJson<R>(what: string, walk: () => R): R {
+  try {
+    return walk();
+  } catch (error) {
+    if (error instanceof RheoError) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    throw invalidArgument(`${what} could not be read: ${message}`, { cause: error });
+  }
+}
+
+function depthProblem(path: string, depth: number): string | null {
+  return depth > MAX_JSON_DEPTH ? `${path} is nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects` : null;
+}
+
+function jsonProblem(value: unknown, seen: Set<object>, path: string, depth: number): string | null {
   switch (typeof value) {
     case 'string':
       return stringProblem(value, path);
@@ -79,10 +106,12 @@ function jsonProblem(value: unknown, seen: Set<object>, path: string): string | 
     case 'object': {
       if (value === null) return null;
       if (seen.has(value)) return `${path} contains a cycle`;
+      const deep = depthProblem(path, depth);
+      if (deep) return deep;
       if (Array.isArray(value)) {
         seen.add(value);
         for (let i = 0; i < value.length; i++) {
-          const p = jsonProblem(value[i], seen, `${path}[${i}]`);
+          const p = jsonProblem(value[i], seen, `${path}[${i}]`, depth + 1);
           if (p) return p;
         }
         seen.delete(value);
@@ -97,7 +126,7 @@ function jsonProblem(value: unknown, seen: Set<object>, path: string): string | 
       for (const [k, v] of Object.entries(value)) {
         const kp = stringProblem(k, `${path} key ${JSON.stringify(k)}`);
         if (kp) return kp;
-        const p = jsonProblem(v, seen, `${path}.${k}`);
+        const p = jsonProblem(v, seen, `${path}.${k}`, depth + 1);
         if (p) return p;
       }
       seen.delete(value);
@@ -148,24 +177,51 @@ export function describe(value: unknown): string {
 /**
  * Validates like `assertJson` and returns a deep, frozen copy in the same
  * pass: the caller may keep mutating its objects after an append returns, and
- * nobody holding a stored event can change the log through it.
+ * nobody holding a stored event can change the log through it. The copy's
+ * size by the rule of json-size.ts is added to `budget.bytes`; once that
+ * passes `budget.limit` the walk stops and `onOverflow` decides the error, so
+ * an oversized value is never copied whole.
  */
-export function frozenJsonCopy(what: string, value: unknown): JsonValue {
-  return copyJson(value, new Set(), what);
+export function frozenJsonCopy(what: string, value: unknown, budget?: JsonBudget): JsonValue {
+  const b = budget ?? { bytes: 0, limit: Number.POSITIVE_INFINITY, onOverflow: () => invalidArgument(`${what} is too large`) };
+  return readingJson(what, () => copyJson(value, new Set(), what, 1, b));
 }
 
-function copyJson(value: unknown, seen: Set<object>, path: string): JsonValue {
+export interface JsonBudget {
+  /** Running size in bytes; the walk adds to it. */
+  bytes: number;
+  limit: number;
+  /** The error thrown once `bytes` passes `limit` (the count stops there). */
+  onOverflow: (bytesSoFar: number) => RheoError;
+}
+
+function spend(budget: JsonBudget, bytes: number): void {
+  budget.bytes += bytes;
+  if (budget.bytes > budget.limit) throw budget.onOverflow(budget.bytes);
+}
+
+function copyJson(value: unknown, seen: Set<object>, path: string, depth: number, budget: JsonBudget): JsonValue {
   if (typeof value !== 'object' || value === null) {
-    const problem = jsonProblem(value, seen, path);
+    const problem = jsonProblem(value, seen, path, depth);
     if (problem) throw invalidArgument(problem);
-    return value as JsonValue;
+    const scalar = value as string | number | boolean | null;
+    spend(
+      budget,
+      typeof scalar === 'string' ? jsonStringBytes(scalar) : typeof scalar === 'number' ? jsonNumberBytes(scalar) : jsonLiteralBytes(scalar),
+    );
+    return scalar;
   }
   if (seen.has(value)) throw invalidArgument(`${path} contains a cycle`);
+  const deep = depthProblem(path, depth);
+  if (deep) throw invalidArgument(deep);
   seen.add(value);
   let out: JsonValue;
   if (Array.isArray(value)) {
-    const arr: JsonValue[] = new Array<JsonValue>(value.length);
-    for (let i = 0; i < value.length; i++) arr[i] = copyJson(value[i], seen, `${path}[${i}]`);
+    const length = value.length;
+    // Brackets and the commas between elements.
+    spend(budget, 2 + Math.max(0, length - 1));
+    const arr: JsonValue[] = new Array<JsonValue>(length);
+    for (let i = 0; i < length; i++) arr[i] = copyJson(value[i], seen, `${path}[${i}]`, depth + 1, budget);
     out = arr;
   } else {
     const proto: unknown = Object.getPrototypeOf(value);
@@ -173,11 +229,19 @@ function copyJson(value: unknown, seen: Set<object>, path: string): JsonValue {
       const name = (value as { constructor?: { name?: string } }).constructor?.name ?? 'object';
       throw invalidArgument(`${path} is a ${name} instance, not a plain JSON object`);
     }
+    const keys = Object.keys(value);
+    // Braces, the commas between members and one colon per member.
+    spend(budget, 2 + Math.max(0, keys.length - 1) + keys.length);
     const obj: { [key: string]: JsonValue } = {};
-    for (const k of Object.keys(value)) {
+    for (const k of keys) {
       const kp = stringProblem(k, `${path} key ${JSON.stringify(k)}`);
       if (kp) throw invalidArgument(kp);
-      obj[k] = copyJson((value as Record<string, unknown>)[k], seen, `${path}.${k}`);
+      spend(budget, jsonStringBytes(k));
+      const v = copyJson((value as Record<string, unknown>)[k], seen, `${path}.${k}`, depth + 1, budget);
+      // Assigning "__proto__" would set the copy's prototype to the caller's
+      // value (JSON.parse makes it an ordinary own key): keep it as data.
+      if (k === '__proto__') Object.defineProperty(obj, k, { value: v, enumerable: true, writable: true, configurable: true });
+      else obj[k] = v;
     }
     out = obj;
   }

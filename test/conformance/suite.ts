@@ -4,7 +4,9 @@ import { registerErrorTests } from './errors.js';
 import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
 import { registerFrontierTests } from './frontier.js';
+import { registerInputParityTests } from './input-parity.js';
 import { registerLeaseTests } from './leases.js';
+import { registerLimitTests } from './limits.js';
 import { registerLogTests } from './log.js';
 import { registerPropertyTests } from './properties.js';
 import { registerQueryTests } from './query.js';
@@ -35,6 +37,8 @@ export function runConformanceSuite(
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
     registerErrorTests(makeBackend);
+    registerLimitTests(makeBackend);
+    registerInputParityTests(makeBackend);
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
     registerPropertyTests(makeBackend);
   });

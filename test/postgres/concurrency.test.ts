@@ -73,7 +73,7 @@ describe('postgres concurrency', () => {
       await Promise.all(
         workers.map(async (w, wi) => {
           for (;;) {
-            const batch = await w.fetch('s', 'g', { limit: 25, consumerId: `w${wi}`, leaseMs: 600_000, partitions: null });
+            const batch = await w.fetch('s', 'g', { limit: 25, consumerId: `w${wi}`, leaseMs: 600_000, partitions: null, maxBytes: 1 << 24 });
             if (batch.length === 0) return;
             for (const lease of batch) {
               const previous = held.get(lease.receipt);

@@ -129,7 +129,7 @@ describe('postgres error classification', () => {
 
     // As after upgrading rheo without running migrate(): the claim routine of this version is missing.
     await sharedPool().query(`DROP FUNCTION "${backend.schema}".${claimRoutine.name}`);
-    const fetch = () => backend.fetch('s', 'g', { limit: 1, consumerId: 'c', leaseMs: 1000, partitions: null });
+    const fetch = () => backend.fetch('s', 'g', { limit: 1, consumerId: 'c', leaseMs: 1000, partitions: null, maxBytes: 1 << 24 });
     const error = await failure(fetch());
     expect(error.code).toBe('schema_version');
     expect(error.message).toContain('migrate()');
@@ -178,12 +178,13 @@ describe('postgres error classification', () => {
       metadata: {},
       partition,
       timestamp: new Date(),
+      size: 16,
     });
     // Bypasses the facade, which would reject U+0000 itself: the database must too.
     const error = await failure(backend.append('s', [item('ok', 0), item('bad\u0000', 1), item('ok', 1)]));
     expect(error.code).toBe('invalid_argument');
-    expect(await backend.read('s', 0, 0, 10)).toEqual([]);
-    expect(await backend.read('s', 1, 0, 10)).toEqual([]);
+    expect(await backend.read('s', 0, 0, 10, 1 << 24)).toEqual([]);
+    expect(await backend.read('s', 1, 0, 10, 1 << 24)).toEqual([]);
     const [outcome] = await backend.append('s', [item('ok', 1)]);
     expect([outcome?.event.sequence, outcome?.existed]).toEqual([1, false]);
   });

@@ -37,7 +37,7 @@ describe('postgres append plan on a young log', () => {
     const list = (value: string) => `'{${Array.from({ length: 100 }, () => value).join(',')}}'`;
     const parts = `'{${Array.from({ length: 100 }, (_, i) => i % 4).join(',')}}'`;
     const result = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-      `EXPLAIN (FORMAT JSON) EXECUTE young_append(1, '{${ids}}', ${list('"t"')}, ${list('"k"')}, ${list('"{}"')}, ${list('"{}"')}, ${parts}, ${list('"2026-01-01T00:00:00Z"')}, 'c', 's', false)`,
+      `EXPLAIN (FORMAT JSON) EXECUTE young_append(1, '{${ids}}', ${list('"t"')}, ${list('"k"')}, ${list('"{}"')}, ${list('"{}"')}, ${parts}, ${list('"2026-01-01T00:00:00Z"')}, 'c', 's', false, ${list('2')})`,
     );
     await client.query('DEALLOCATE young_append');
     const reads = nodes(result.rows[0]!['QUERY PLAN'][0]!.Plan).filter(

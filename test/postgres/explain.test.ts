@@ -60,7 +60,7 @@ describe('postgres hot statement plans', () => {
     client.release();
   });
 
-  const claimParams = () => [1, 1, [0, 1], 500, null, 30_000, 'c', 5];
+  const claimParams = () => [1, 1, [0, 1], 500, null, 30_000, 'c', 16 << 20, 5];
   const settleParams = () => [
     leases.map(() => 1),
     leases.map((l) => l.event.partition),
@@ -97,8 +97,8 @@ describe('postgres hot statement plans', () => {
 
   it('claim (full and fresh-only) reads the log only through its primary key, never by scanning it', async () => {
     for (const path of ['full', 'fresh'] as const) {
-      // The fresh claim never reads $8 (max attempts): nothing it claims has been attempted.
-      const params = path === 'full' ? claimParams() : claimParams().slice(0, 7);
+      // The fresh claim never reads $9 (max attempts): nothing it claims has been attempted.
+      const params = path === 'full' ? claimParams() : claimParams().slice(0, 8);
       const { custom, generic } = await plans(`rheo_claim_${path}`, claimSql(schema, path), params);
       for (const plan of [custom, generic]) {
         const events = accesses(plan, 'events');
@@ -116,7 +116,7 @@ describe('postgres hot statement plans', () => {
     await rheo.createGroup('newer', 'g');
     await rheo.appendBatch('newer', Array.from({ length: 2000 }, (_, j) => ({ payload: { n: j } })));
     for (const path of ['full', 'fresh'] as const) {
-      const params = [2, 2, [0], 500, null, 30_000, 'c', 5].slice(0, path === 'full' ? 8 : 7);
+      const params = [2, 2, [0], 500, null, 30_000, 'c', 16 << 20, 5].slice(0, path === 'full' ? 9 : 8);
       const { custom, generic } = await plans(`rheo_claim_newer_${path}`, claimSql(schema, path), params);
       for (const plan of [custom, generic]) {
         const events = accesses(plan, 'events');

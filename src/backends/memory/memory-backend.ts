@@ -142,7 +142,7 @@ class MemoryBackend implements Backend {
         metadata: input.metadata,
         timestamp: input.timestamp,
       });
-      log.push(event);
+      log.push(event, input.size);
       inBatch.set(event.id, event);
       out.push({ event, existed: false });
     }
@@ -154,10 +154,10 @@ class MemoryBackend implements Backend {
     return out;
   }
 
-  async read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]> {
+  async read(stream: string, partition: number, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
     const { log } = this.#stream(stream);
     if (partition >= log.partitions) throw invalidPartition(stream, partition, log.partitions);
-    return log.read(partition, after, limit);
+    return log.read(partition, after, limit, maxBytes);
   }
 
   async query(stream: string, query: NormalizedQuery): Promise<QueryResult> {
@@ -175,15 +175,17 @@ class MemoryBackend implements Backend {
     const leases: Lease[] = [];
     const start = g.rotation++ % partitions.length;
     const exhausted = new Set<number>();
+    const budget = { bytes: 0, maxBytes: request.maxBytes, spent: false };
     // Round-robin, one claim per partition per round, so a backlog in one
-    // partition never starves the others.
-    while (leases.length < request.limit && exhausted.size < partitions.length) {
-      for (let k = 0; k < partitions.length && leases.length < request.limit; k++) {
+    // partition never starves the others. The walk ends at the first event
+    // that does not fit the byte budget, as PostgreSQL's claim does.
+    while (leases.length < request.limit && exhausted.size < partitions.length && !budget.spent) {
+      for (let k = 0; k < partitions.length && leases.length < request.limit && !budget.spent; k++) {
         const p = partitions[(start + k) % partitions.length]!;
         if (exhausted.has(p)) continue;
-        const lease = this.#claimOne(log, g, p, now, request);
+        const lease = this.#claimOne(log, g, p, now, request, budget, leases.length === 0);
         if (lease) leases.push(lease);
-        else exhausted.add(p);
+        else if (!budget.spent) exhausted.add(p);
       }
     }
     return leases;
@@ -278,7 +280,7 @@ class MemoryBackend implements Backend {
     };
   }
 
-  async deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]> {
+  async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
     const { log, g } = this.#group(stream, group);
     let afterId = 0;
     if (after !== null) {
@@ -290,7 +292,13 @@ class MemoryBackend implements Backend {
         });
       }
     }
-    return g.deadLetters.page(afterId, limit).map((e) => ({
+    const page = g.deadLetters.page(afterId, limit);
+    let n = 0;
+    for (let bytes = 0; n < page.length; n++) {
+      bytes += log.size(page[n]!.partition, page[n]!.sequence);
+      if (bytes > maxBytes && n > 0) break;
+    }
+    return page.slice(0, n).map((e) => ({
       id: String(e.id),
       stream,
       group,
@@ -347,13 +355,35 @@ class MemoryBackend implements Backend {
 
   // ---- internals ----------------------------------------------------------
 
-  #claimOne(log: StreamLog, g: GroupState, p: number, now: number, request: FetchRequest): Lease | null {
+  /**
+   * Claims the partition's lowest claimable delivery, dead-lettering spent
+   * ones on the way. `null` when there is none, or when its event does not fit
+   * the budget (then `budget.spent` is set and the delivery is left as it was).
+   */
+  #claimOne(
+    log: StreamLog,
+    g: GroupState,
+    p: number,
+    now: number,
+    request: FetchRequest,
+    budget: { bytes: number; maxBytes: number; spent: boolean },
+    first: boolean,
+  ): Lease | null {
     const part = g.parts[p]!;
     for (;;) {
       const next = part.nextClaimable(now, log.highWatermark(p));
       if (next === null) return null;
+      const spent = (next.delivery?.attempt ?? 0) + 1 > g.maxAttempts;
+      if (!spent) {
+        const bytes = budget.bytes + log.size(p, next.sequence);
+        if (bytes > budget.maxBytes && !first) {
+          budget.spent = true;
+          return null;
+        }
+        budget.bytes = bytes;
+      }
       const d = part.take(next.sequence, next.delivery);
-      if (d.attempt + 1 > g.maxAttempts) {
+      if (spent) {
         this.#deadLetter(g, p, part, d, 'max attempts exceeded', now);
         continue;
       }

@@ -5,6 +5,8 @@ import type { JsonValue, QueryResult, RheoEvent } from '../../core/types.js';
 interface PartitionLog {
   /** `events[s - 1]` is sequence `s`: reads by sequence are O(1). */
   readonly events: RheoEvent[];
+  /** `sizes[s - 1]`: payload plus metadata bytes of sequence `s` (core/json-size.ts), for byte budgets. */
+  readonly sizes: number[];
   /** True while timestamps never decreased, which lets time lookups binary-search. */
   monotonic: boolean;
 }
@@ -21,7 +23,7 @@ export class StreamLog {
     this.name = name;
     this.partitions = partitions;
     this.createdAt = createdAt;
-    this.#parts = Array.from({ length: partitions }, () => ({ events: [], monotonic: true }));
+    this.#parts = Array.from({ length: partitions }, () => ({ events: [], sizes: [], monotonic: true }));
   }
 
   highWatermark(partition: number): number {
@@ -32,11 +34,12 @@ export class StreamLog {
     return this.#part(partition).events.length + 1;
   }
 
-  push(event: RheoEvent): void {
+  push(event: RheoEvent, size: number): void {
     const part = this.#part(event.partition);
     const last = part.events[part.events.length - 1];
     if (last && last.timestamp.getTime() > event.timestamp.getTime()) part.monotonic = false;
     part.events.push(event);
+    part.sizes.push(size);
     this.byId.set(event.id, event);
   }
 
@@ -44,8 +47,19 @@ export class StreamLog {
     return this.#part(partition).events[sequence - 1];
   }
 
-  read(partition: number, after: number, limit: number): RheoEvent[] {
-    return this.#part(partition).events.slice(after, after + limit);
+  size(partition: number, sequence: number): number {
+    return this.#part(partition).sizes[sequence - 1] ?? 0;
+  }
+
+  read(partition: number, after: number, limit: number, maxBytes: number): RheoEvent[] {
+    const { events, sizes } = this.#part(partition);
+    const end = Math.min(events.length, after + limit);
+    let i = after;
+    for (let bytes = 0; i < end; i++) {
+      bytes += sizes[i]!;
+      if (bytes > maxBytes && i > after) break;
+    }
+    return events.slice(after, i);
   }
 
   /** Lowest sequence with `timestamp >= at`, or `null`. */
@@ -91,9 +105,17 @@ export class StreamLog {
     }
     const sign = q.order === 'asc' ? 1 : -1;
     matches.sort((a, b) => sign * comparePositions(positionOf(a), positionOf(b)));
-    const events = matches.slice(0, q.limit);
+    const end = Math.min(matches.length, q.limit);
+    let n = 0;
+    for (let bytes = 0; n < end; n++) {
+      const e = matches[n]!;
+      bytes += this.size(e.partition, e.sequence);
+      if (bytes > q.maxBytes && n > 0) break;
+    }
+    const events = matches.slice(0, n);
     const last = events[events.length - 1];
-    const nextCursor = events.length === q.limit && last ? encodeQueryCursor(positionOf(last)) : null;
+    const cut = n === q.limit || n < end;
+    const nextCursor = cut && last ? encodeQueryCursor(positionOf(last)) : null;
     return { events, nextCursor };
   }
 

@@ -63,6 +63,7 @@ export async function appendEvents(
     options.channel,
     stream.name,
     options.notify,
+    batch.map((b) => b.input.size),
   ];
   const action = `append ${inputs.length} event(s) to stream "${stream.name}"`;
   let rows: AppendRow[] = [];

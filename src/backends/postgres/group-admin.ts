@@ -134,6 +134,7 @@ export async function listDeadLetters(
   g: GroupRef,
   limit: number,
   after: string | null,
+  maxBytes: number,
 ): Promise<DeadLetter[]> {
   const label = { stream: g.stream.name, group: g.name, writes: false };
   if (after !== null) {
@@ -149,7 +150,7 @@ export async function listDeadLetters(
   const rows = await ctx.db.query<DeadLetterRow>(
     { action: `list dead letters of group "${g.name}" on stream "${g.stream.name}"`, ...label },
     ctx.sql.deadLetters,
-    [g.id, g.stream.id, after ?? '0', limit],
+    [g.id, g.stream.id, after ?? '0', limit, maxBytes],
   );
   return rows.map((row) => ({
     id: row.dead_letter_id,

@@ -64,7 +64,7 @@ export async function fetchLeases(
   const [row] = await ctx.db.query<ClaimRow>(
     { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
     ctx.sql.claim,
-    [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, g.maxAttempts],
+    [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, request.maxBytes, g.maxAttempts],
   );
   if (!row || row.leases.length === 0) return [];
   const { leased_at_ms: leasedAtMs, expires_at_ms: expiresAtMs } = row;

@@ -251,14 +251,14 @@ export class PostgresBackend implements Backend {
     return outcomes;
   }
 
-  async read(stream: string, partition: number, after: number, limit: number): Promise<RheoEvent[]> {
+  async read(stream: string, partition: number, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
     await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
     checkPartitions(s, [partition]);
     const rows = await this.#db.query<EventRow>(
       { action: `read stream "${stream}"`, stream, writes: false },
       this.#sql.read,
-      [s.id, partition, after, limit],
+      [s.id, partition, after, limit, maxBytes],
     );
     return rows.map((r) => toEvent(stream, r));
   }
@@ -268,11 +268,17 @@ export class PostgresBackend implements Backend {
     const s = await this.#catalog.stream(stream);
     if (query.partition !== null) checkPartitions(s, [query.partition]);
     const { text, values } = buildQuery(this.#quotedSchema, s.id, query);
-    const rows = await this.#db.query<EventRow>({ action: `query stream "${stream}"`, stream, writes: false }, text, values);
+    const rows = await this.#db.query<EventRow & { matched: string }>(
+      { action: `query stream "${stream}"`, stream, writes: false },
+      text,
+      values,
+    );
     const events = rows.map((r) => toEvent(stream, r));
     const last = events[events.length - 1];
+    // Cut by the limit, or by the byte budget before all matched rows of the page.
+    const cut = events.length === query.limit || (rows.length > 0 && events.length < Number(rows[0]!.matched));
     const nextCursor =
-      last && events.length === query.limit
+      last && cut
         ? encodeQueryCursor({ timestampMs: last.timestamp.getTime(), partition: last.partition, sequence: last.sequence })
         : null;
     return { events, nextCursor };
@@ -313,9 +319,9 @@ export class PostgresBackend implements Backend {
     return { stream, group, maxAttempts: g.maxAttempts, lag, inflight: counts.inflight, deadLetters: counts.dead_letters };
   }
 
-  async deadLetters(stream: string, group: string, limit: number, after: string | null): Promise<DeadLetter[]> {
+  async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
     await this.#ensureSchema();
-    return listDeadLetters(this.#ctx, await this.#catalog.group(stream, group), limit, after);
+    return listDeadLetters(this.#ctx, await this.#catalog.group(stream, group), limit, after, maxBytes);
   }
 
   async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {

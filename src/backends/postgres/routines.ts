@@ -86,7 +86,7 @@ $rheo$`,
  */
 export const claimRoutine = routine(
   'claim',
-  ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'integer'],
+  ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'int8', 'integer'],
   'leased_at_ms int8, expires_at_ms int8, leases json',
   (s) => `DECLARE
   claim_now timestamptz := ${nowSql('$5')};
@@ -112,7 +112,7 @@ END`,
 /** sql/append.ts; arguments as documented there. */
 export const appendRoutine = routine(
   'append',
-  ['integer', 'text[]', 'text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'integer[]', 'timestamptz[]', 'text', 'text', 'boolean'],
+  ['integer', 'text[]', 'text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'integer[]', 'timestamptz[]', 'text', 'text', 'boolean', 'integer[]'],
   `id text, "partition" integer, sequence int8, existed boolean,
    type text, key text, payload jsonb, metadata jsonb, ts_ms int8`,
   queryBody(appendSql),

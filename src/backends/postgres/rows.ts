@@ -18,6 +18,16 @@ export function eventColumns(alias: string): string {
   return `${alias}.id, ${alias}.partition, ${alias}.sequence, ${alias}.type, ${alias}.key, ${alias}.payload, ${alias}.metadata, ${ms(`${alias}.ts`)} AS ts_ms`;
 }
 
+/**
+ * SQL for an event's size in bytes (migration 003), given the alias of
+ * `events`. Rows from before that migration have none: the length of their
+ * stored JSON text stands in, never less than the size rule's number (it adds
+ * a space after each colon and comma).
+ */
+export function eventSize(alias: string): string {
+  return `COALESCE(${alias}.size_bytes, octet_length(${alias}.payload::text) + octet_length(${alias}.metadata::text))`;
+}
+
 export function toEvent(stream: string, row: EventRow): RheoEvent {
   return {
     id: row.id,

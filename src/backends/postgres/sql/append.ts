@@ -1,4 +1,4 @@
-import { eventColumns } from '../rows.js';
+import { eventColumns, eventSize } from '../rows.js';
 
 /**
  * Append one batch in one statement (one round trip, one implicit transaction).
@@ -19,7 +19,8 @@ import { eventColumns } from '../rows.js';
  *   written (DESIGN.md §3: a notify per event halves commit throughput).
  *
  * $1 stream_id, $2 ids, $3 types, $4 keys, $5 payloads, $6 metadata,
- * $7 partitions, $8 timestamps, $9 channel, $10 stream name, $11 notify.
+ * $7 partitions, $8 timestamps, $9 channel, $10 stream name, $11 notify,
+ * $12 sizes (payload plus metadata bytes by the core size rule, migration 003).
  * Returns new rows as (id, partition, sequence, existed = false) and stored
  * rows in full with existed = true.
  */
@@ -27,8 +28,8 @@ export function appendSql(s: string): string {
   return `
 WITH input AS (
   SELECT *
-  FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::int[], $8::timestamptz[])
-       WITH ORDINALITY AS i(id, type, key, payload, metadata, partition, ts, ord)
+  FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::int[], $8::timestamptz[], $12::int[])
+       WITH ORDINALITY AS i(id, type, key, payload, metadata, partition, ts, size_bytes, ord)
 ),
 existing AS MATERIALIZED (
   -- One probe of events_stream_id_idx per input id. Sent as a named statement,
@@ -67,8 +68,8 @@ bumped AS (
   RETURNING p.partition, p.high_watermark - c.n AS base
 ),
 inserted AS (
-  INSERT INTO ${s}.events (stream_id, partition, sequence, id, type, key, payload, metadata, ts)
-  SELECT $1, f.partition, b.base + f.rn, f.id, f.type, f.key, f.payload, f.metadata, f.ts
+  INSERT INTO ${s}.events (stream_id, partition, sequence, id, type, key, payload, metadata, ts, size_bytes)
+  SELECT $1, f.partition, b.base + f.rn, f.id, f.type, f.key, f.payload, f.metadata, f.ts, f.size_bytes
   FROM fresh f JOIN bumped b ON b.partition = f.partition
   RETURNING id, partition, sequence
 ),
@@ -83,12 +84,25 @@ SELECT x.id, x.partition, x.sequence, true, x.type, x.key, x.payload, x.metadata
 FROM existing x`;
 }
 
-/** $1 stream_id, $2 partition, $3 after, $4 limit. Events PK range scan. */
+/**
+ * $1 stream_id, $2 partition, $3 after, $4 limit, $5 max bytes. Events PK
+ * range scan; the running size (migration 003) ends the page before the
+ * first event past $5 bytes, so a read never sends `limit` events of the
+ * largest size allowed. The inner LIMIT bounds the window's work.
+ */
 export function readSql(s: string): string {
   return `
 SELECT ${eventColumns('e')}
-FROM ${s}.events e
-WHERE e.stream_id = $1 AND e.partition = $2 AND e.sequence > $3
-ORDER BY e.sequence
-LIMIT $4`;
+FROM (
+  SELECT e.*, sum(${eventSize('e')}) OVER w AS running_bytes, row_number() OVER w AS k
+  FROM (
+    SELECT * FROM ${s}.events e
+    WHERE e.stream_id = $1 AND e.partition = $2 AND e.sequence > $3
+    ORDER BY e.sequence
+    LIMIT $4
+  ) e
+  WINDOW w AS (ORDER BY e.sequence ROWS UNBOUNDED PRECEDING)
+) e
+WHERE e.running_bytes <= $5 OR e.k = 1
+ORDER BY e.sequence`;
 }

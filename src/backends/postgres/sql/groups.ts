@@ -1,5 +1,5 @@
 import { ms } from '../connection.js';
-import { eventColumns, nowSql } from '../rows.js';
+import { eventColumns, eventSize, nowSql } from '../rows.js';
 import { startCursorSql } from './streams.js';
 
 /**
@@ -160,14 +160,27 @@ export function deadLetterExistsSql(s: string): string {
   return `SELECT 1 AS found FROM ${s}.dead_letters WHERE group_id = $1 AND id = $2::int8`;
 }
 
-/** Dead letters in id order (dead_letters_group_idx). $1 group_id, $2 stream_id, $3 after id, $4 limit. */
+/**
+ * Dead letters in id order (dead_letters_group_idx). $1 group_id, $2 stream_id, $3 after id, $4 limit, $5 max bytes: the page
+ * ends before the first event that would take the running size (migration
+ * 003) past $5, so a page never carries `limit` events of the largest size.
+ */
 export function deadLettersSql(s: string): string {
   return `
-SELECT dl.id::text AS dead_letter_id, dl.attempt, dl.reason, ${ms('dl.dead_lettered_at')} AS dead_lettered_at_ms,
-       ${eventColumns('e')}
-FROM ${s}.dead_letters dl
-JOIN ${s}.events e ON e.stream_id = $2 AND e.partition = dl.partition AND e.sequence = dl.sequence
-WHERE dl.group_id = $1 AND dl.id > $3::int8
-ORDER BY dl.id
-LIMIT $4`;
+SELECT x.dead_letter_id, x.attempt, x.reason, x.dead_lettered_at_ms, ${eventColumns('x')}
+FROM (
+  SELECT x.*, sum(x.size) OVER w AS running_bytes, row_number() OVER w AS k
+  FROM (
+    SELECT dl.id AS dl_id, dl.id::text AS dead_letter_id, dl.attempt, dl.reason, ${ms('dl.dead_lettered_at')} AS dead_lettered_at_ms,
+           e.*, ${eventSize('e')} AS size
+    FROM ${s}.dead_letters dl
+    JOIN ${s}.events e ON e.stream_id = $2 AND e.partition = dl.partition AND e.sequence = dl.sequence
+    WHERE dl.group_id = $1 AND dl.id > $3::int8
+    ORDER BY dl.id
+    LIMIT $4
+  ) x
+  WINDOW w AS (ORDER BY x.dl_id ROWS UNBOUNDED PRECEDING)
+) x
+WHERE x.running_bytes <= $5 OR x.k = 1
+ORDER BY x.dl_id`;
 }

@@ -1,5 +1,5 @@
 import type { NormalizedQuery } from '../../../core/backend.js';
-import { eventColumns } from '../rows.js';
+import { eventColumns, eventSize } from '../rows.js';
 
 /**
  * Builds query() from fixed SQL fragments; every value is a bound parameter.
@@ -37,12 +37,25 @@ export function buildQuery(s: string, streamId: number, q: NormalizedQuery): { t
     where.push(`(e.ts, e.partition, e.sequence) ${desc ? '<' : '>'} (${at}::timestamptz, ${partition}::int, ${sequence}::int8)`);
   }
   const dir = desc ? 'DESC' : 'ASC';
+  const order = `ORDER BY e.ts ${dir}, e.partition ${dir}, e.sequence ${dir}`;
   const limit = bind(q.limit);
+  const maxBytes = bind(q.maxBytes);
+  // The page ends before the first event past the byte budget (running size,
+  // migration 003); \`matched\` tells the caller whether the budget cut it,
+  // so the page still gets a cursor.
   const text = `
-SELECT ${eventColumns('e')}
-FROM ${s}.events e
-WHERE ${where.join(' AND ')}
-ORDER BY e.ts ${dir}, e.partition ${dir}, e.sequence ${dir}
-LIMIT ${limit}`;
+SELECT ${eventColumns('e')}, e.matched
+FROM (
+  SELECT e.*, sum(${eventSize('e')}) OVER w AS running_bytes, row_number() OVER w AS k, count(*) OVER () AS matched
+  FROM (
+    SELECT * FROM ${s}.events e
+    WHERE ${where.join(' AND ')}
+    ${order}
+    LIMIT ${limit}
+  ) e
+  WINDOW w AS (${order} ROWS UNBOUNDED PRECEDING)
+) e
+WHERE e.running_bytes <= ${maxBytes} OR e.k = 1
+${order}`;
   return { text, values };
 }
