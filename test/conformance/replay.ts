@@ -171,6 +171,21 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect((await rheo.groupInfo('s', 'g')).inflight).toBe(1);
     });
 
+    it('after replaying below open deliveries, the frontier drops to the cursor: the reopened sequences are unsettled', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const events = await appendN(rheo, 's', 5);
+      const leases = await rheo.fetch('s', 'g', { limit: 5 });
+      await rheo.ackMany(leases.slice(0, 2));
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      const lag = await rheo.lag('s', 'g');
+      expect(lag.partitions[0]).toEqual({ frontier: 0, highWatermark: 5, lag: 5, oldestUnsettledAt: events[0]!.timestamp });
+      expect(lag.lag).toBe(5);
+      expect((await rheo.groupInfo('s', 'g')).lag).toEqual(lag);
+      expect(sequences(await rheo.fetch('s', 'g', { limit: 10 }))).toEqual([1, 2]);
+    });
+
     it('after replaying below open deliveries, acking everything reaches lag 0 and offers nothing twice', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

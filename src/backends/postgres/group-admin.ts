@@ -31,7 +31,8 @@ export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagRepo
   const partitions: Record<number, PartitionLag> = {};
   let total = 0;
   for (const row of rows) {
-    const frontier = row.min_open === null ? row.cursor : row.min_open - 1;
+    // Never above the cursor: see lagSql.
+    const frontier = row.min_open === null ? row.cursor : Math.min(row.cursor, row.min_open - 1);
     const lag = Math.max(0, row.high_watermark - frontier);
     total += lag;
     partitions[row.partition] = {

@@ -6,9 +6,11 @@ import { startCursorSql } from './streams.js';
  * Per partition: cursor, high watermark, lowest open sequence (the lower of
  * a min() over the deliveries PK prefix and the first unsettled member of
  * the lowest lease range), and the timestamp of the first
- * unsettled event (events PK probe). frontier = min(open) - 1, else cursor.
- * One snapshot, so the numbers are mutually consistent.
- * $1 group_id, $2 stream_id.
+ * unsettled event (events PK probe). frontier = min(cursor, min(open) - 1):
+ * after a replay moved the cursor back below open deliveries, the sequences
+ * just above the cursor are unsettled again, so the cursor bounds the
+ * frontier too (invariant 6). One snapshot, so the numbers are mutually
+ * consistent. $1 group_id, $2 stream_id.
  */
 export function lagSql(s: string): string {
   return `
@@ -26,7 +28,7 @@ CROSS JOIN LATERAL (
   ) AS min_open
 ) m
 LEFT JOIN ${s}.events e
-  ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = COALESCE(m.min_open - 1, c.cursor) + 1
+  ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = LEAST(m.min_open - 1, c.cursor) + 1
 WHERE c.group_id = $1
 ORDER BY c.partition`;
 }
