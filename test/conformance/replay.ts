@@ -201,6 +201,30 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect(await rheo.fetch('s', 'g', { limit: 10 })).toEqual([]);
     });
 
+    it("a delivery claimed again after a replay keeps its new lease until that lease's own expiry", async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g', { maxAttempts: 3 });
+      const events = await appendN(rheo, 's', 1);
+      await rheo.ack((await rheo.fetch('s', 'g', { leaseMs: 100 }))[0]!);
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      const [again] = await rheo.fetch('s', 'g', { leaseMs: 1000 });
+      expect(again?.attempt).toBe(1);
+      // The first lease would have expired now; the second is live.
+      clock.advance(100);
+      expect(await rheo.fetch('s', 'g')).toEqual([]);
+      await rheo.replay('s', 'g', { eventIds: [events[0]!.id] });
+      expect(await rheo.fetch('s', 'g')).toEqual([]);
+      await rheo.ack(again!);
+      await rheo.replay('s', 'g', { eventIds: [events[0]!.id] });
+      const [third] = await rheo.fetch('s', 'g', { leaseMs: 5000 });
+      clock.advance(1000);
+      expect(await rheo.fetch('s', 'g')).toEqual([]);
+      await rheo.ack(third!);
+      expect((await rheo.lag('s', 'g')).lag).toBe(0);
+      expect(await rheo.deadLetters('s', 'g')).toEqual([]);
+    });
+
     it('a fromSequence beyond anything consumed changes nothing', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

@@ -12,7 +12,12 @@ export interface OpenDelivery {
   leasedAt: number;
   /** Lease expiry when leased; end of the nack delay when pending. */
   visibleAt: number;
-  /** Bumped on every change, so heap entries that describe an older state are skipped. */
+  /**
+   * Changes on every change, so heap entries that describe an older state are
+   * skipped. Drawn from one counter per partition, never restarted for a
+   * reopened sequence: a timer left by an earlier incarnation of the same
+   * sequence once matched the new one and expired its live lease early.
+   */
   version: number;
 }
 
@@ -36,6 +41,7 @@ interface ReadyEntry {
 export class GroupPartition {
   cursor: number;
   leasedCount = 0;
+  #versions = 0;
   readonly open = new Map<number, OpenDelivery>();
   /** Open sequences (possibly stale) for the frontier's minimum. */
   readonly #openSeqs = new MinHeap<number>((a, b) => a < b);
@@ -120,7 +126,7 @@ export class GroupPartition {
   /** Removes an open delivery (acked or dead-lettered). */
   close(d: OpenDelivery): void {
     if (d.state === 'leased') this.leasedCount--;
-    d.version++;
+    d.version = ++this.#versions;
     this.open.delete(d.sequence);
   }
 
@@ -145,7 +151,7 @@ export class GroupPartition {
       consumerId: null,
       leasedAt: 0,
       visibleAt: 0,
-      version: 0,
+      version: ++this.#versions,
     };
     this.open.set(sequence, d);
     this.#openSeqs.push(sequence);
@@ -154,7 +160,7 @@ export class GroupPartition {
   }
 
   #schedule(d: OpenDelivery, visibleAt: number): void {
-    d.version++;
+    d.version = ++this.#versions;
     d.visibleAt = visibleAt;
     this.#timers.push({ visibleAt, sequence: d.sequence, version: d.version });
     if (this.#tooStale(this.#timers)) this.#timers.retain((t) => this.#isCurrent(t.sequence, t.version));
