@@ -201,6 +201,58 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect(await rheo.fetch('s', 'g', { limit: 10 })).toEqual([]);
     });
 
+    it('a delivery open at the replay and acked before any fetch is not offered again', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 3);
+      const [l1, l2, l3] = (await rheo.fetch('s', 'g', { limit: 3 })) as [Lease, Lease, Lease];
+      await rheo.ack(l1);
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      await rheo.ack(l2);
+      await rheo.ack(l3);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([0]);
+      const again = await fetchAll(rheo, 's', 'g');
+      expect(sequences(again)).toEqual([1]);
+      await rheo.ack(again[0]!);
+      expect((await rheo.lag('s', 'g')).partitions[0]).toMatchObject({ frontier: 3, lag: 0 });
+    });
+
+    it('a delivery open at the replay and dead-lettered after it stays dead and is not offered', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 3);
+      const [l1, l2, l3] = (await rheo.fetch('s', 'g', { limit: 3 })) as [Lease, Lease, Lease];
+      await rheo.ackMany([l1, l3]);
+      await rheo.replay('s', 'g', { fromSequence: 2 });
+      await rheo.reject(l2, 'bad');
+      const again = await fetchAll(rheo, 's', 'g');
+      expect(sequences(again)).toEqual([3]);
+      expect((await rheo.deadLetters('s', 'g')).map((d) => d.event.sequence)).toEqual([2]);
+      await rheo.ack(again[0]!);
+      expect((await rheo.lag('s', 'g')).partitions[0]).toMatchObject({ frontier: 3, lag: 0 });
+      expect(await fetchAll(rheo, 's', 'g')).toEqual([]);
+    });
+
+    it('eventIds reopens a delivery acked above a replayed-back cursor', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const events = await appendN(rheo, 's', 3);
+      const [l1, l2] = (await rheo.fetch('s', 'g', { limit: 2 })) as [Lease, Lease];
+      await rheo.ack(l1);
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      await rheo.ack(l2);
+      await rheo.replay('s', 'g', { eventIds: [events[1]!.id] });
+      const again = await fetchAll(rheo, 's', 'g');
+      expect(again.map((l) => [l.event.sequence, l.attempt])).toEqual([
+        [1, 1],
+        [2, 1],
+        [3, 1],
+      ]);
+    });
+
     it("a delivery claimed again after a replay keeps its new lease until that lease's own expiry", async () => {
       const { rheo, clock } = fx();
       await rheo.createStream('s');

@@ -243,7 +243,7 @@ class MemoryBackend implements Backend {
       for (const e of events) {
         if (!allowed.has(e.partition)) continue;
         const part = g.parts[e.partition]!;
-        if (part.open.has(e.sequence) || e.sequence > part.cursor) continue;
+        if (!part.isSettled(e.sequence)) continue;
         const dead = g.deadLetters.find(e.partition, e.sequence);
         if (dead) g.deadLetters.remove(dead);
         part.reopen(e.sequence, now);
@@ -254,7 +254,7 @@ class MemoryBackend implements Backend {
       const from = spec.kind === 'fromSequence' ? spec.fromSequence : log.firstSequenceAt(p, spec.from.getTime());
       if (from === null) continue;
       const part = g.parts[p]!;
-      part.cursor = Math.min(part.cursor, from - 1);
+      part.rewind(from);
       for (const dead of g.deadLetters.inPartitionFrom(p, from)) g.deadLetters.remove(dead);
     }
   }

@@ -82,6 +82,7 @@ export async function replayGroup(
     await txQuery(tx, sql.explodeGroup, [g.id, scope]);
     if (spec.kind === 'fromSequence') {
       await txQuery(tx, sql.replayFrom, [g.id, scope, scope.map(() => spec.fromSequence)]);
+      await txQuery(tx, sql.replayAdvance, [g.id, scope]);
       return;
     }
     if (spec.kind === 'from') {
@@ -91,7 +92,9 @@ export async function replayGroup(
         spec.from.toISOString(),
       ]);
       if (starts.length === 0) return;
-      await txQuery(tx, sql.replayFrom, [g.id, starts.map((r) => r.partition), starts.map((r) => r.from_seq)]);
+      const partitions = starts.map((r) => r.partition);
+      await txQuery(tx, sql.replayFrom, [g.id, partitions, starts.map((r) => r.from_seq)]);
+      await txQuery(tx, sql.replayAdvance, [g.id, partitions]);
       return;
     }
     const found = await txQuery<{ id: string; partition: number; sequence: number }>(tx, sql.eventsById, [
