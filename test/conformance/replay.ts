@@ -392,6 +392,18 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect(ids[0]! < ids[1]! && ids[1]! < ids[2]!).toBe(true);
     });
 
+    it('the deliveries one fetch finds past maxAttempts are listed by partition and sequence, whatever partition the fetch started at', async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'g', { maxAttempts: 1 });
+      for (const p of [0, 1]) await appendN(rheo, 's', 2, { partition: p });
+      expect(await rheo.fetch('s', 'g', { limit: 4, leaseMs: 100 })).toHaveLength(4);
+      clock.advance(100);
+      // The second fetch's round-robin starts at partition 1.
+      expect(await rheo.fetch('s', 'g', { limit: 4 })).toEqual([]);
+      expect((await rheo.deadLetters('s', 'g')).map(pos)).toEqual(['0:1', '0:2', '1:1', '1:2']);
+    });
+
     it('pages with limit and after, strictly after the given id', async () => {
       const { rheo } = fx();
       await rejectAll(rheo, 5);

@@ -212,6 +212,7 @@ export class ReferenceModel {
     const start = g.rotation++ % list.length;
     const order = [...list.slice(start), ...list.slice(0, start)];
     const out: ModelLease[] = [];
+    const spent: Array<{ partition: number; sequence: number; attempt: number }> = [];
     const exhausted = new Set<number>();
     // One claim per partition per round, in the rotated order, until the
     // limit or until no partition has anything claimable.
@@ -219,11 +220,15 @@ export class ReferenceModel {
       for (const p of order) {
         if (out.length >= request.limit) break;
         if (exhausted.has(p)) continue;
-        const lease = this.#claimOne(g, p, request, now);
+        const lease = this.#claimOne(g, p, request, now, spent);
         if (lease) out.push(lease);
         else exhausted.add(p);
       }
     }
+    // Deliveries one fetch finds spent die at the same instant; they are
+    // listed by (partition, sequence), not in the rotating walk's order.
+    spent.sort((a, b) => a.partition - b.partition || a.sequence - b.sequence);
+    for (const x of spent) this.#bury(g, x.partition, x.sequence, x.attempt, 'max attempts exceeded', now);
     return { ok: out };
   }
 
@@ -375,6 +380,7 @@ export class ReferenceModel {
     p: number,
     request: { leaseMs: number; consumerId: string },
     now: number,
+    spent: Array<{ partition: number; sequence: number; attempt: number }>,
   ): ModelLease | null {
     const deliveries = g.parts[p]!.deliveries;
     for (;;) {
@@ -385,7 +391,8 @@ export class ReferenceModel {
       const d = deliveries[sequence]!;
       const attempt = d.state === 'open' ? d.attempt : 0;
       if (attempt + 1 > g.maxAttempts) {
-        this.#bury(g, p, sequence, attempt, 'max attempts exceeded', now);
+        deliveries[sequence] = { state: 'dead' };
+        spent.push({ partition: p, sequence, attempt });
         continue;
       }
       const handle = this.#leases.length;

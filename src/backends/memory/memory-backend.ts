@@ -44,6 +44,13 @@ export interface MemoryBackendOptions {
   clock?: Clock;
 }
 
+/** A delivery a fetch found past maxAttempts, dead-lettered when the fetch ends. */
+interface Spent {
+  p: number;
+  part: GroupPartition;
+  d: OpenDelivery;
+}
+
 interface StreamState {
   readonly log: StreamLog;
   readonly groups: Map<string, GroupState>;
@@ -174,17 +181,22 @@ class MemoryBackend implements Backend {
     const leases: Lease[] = [];
     const start = g.rotation++ % partitions.length;
     const exhausted = new Set<number>();
+    const spent: Spent[] = [];
     // Round-robin, one claim per partition per round, so a backlog in one
     // partition never starves the others.
     while (leases.length < request.limit && exhausted.size < partitions.length) {
       for (let k = 0; k < partitions.length && leases.length < request.limit; k++) {
         const p = partitions[(start + k) % partitions.length]!;
         if (exhausted.has(p)) continue;
-        const lease = this.#claimOne(log, g, p, now, request);
+        const lease = this.#claimOne(log, g, p, now, request, spent);
         if (lease) leases.push(lease);
         else exhausted.add(p);
       }
     }
+    // The deliveries one fetch dead-letters die together: numbered by
+    // (partition, sequence), not by the rotating walk (docs/semantics.md).
+    spent.sort((a, b) => a.p - b.p || a.d.sequence - b.d.sequence);
+    for (const { p, part, d } of spent) this.#deadLetter(g, p, part, d, 'max attempts exceeded', now);
     return leases;
   }
 
@@ -346,14 +358,16 @@ class MemoryBackend implements Backend {
 
   // ---- internals ----------------------------------------------------------
 
-  #claimOne(log: StreamLog, g: GroupState, p: number, now: number, request: FetchRequest): Lease | null {
+  /** Claims the lowest claimable delivery of `p`; spent ones on the way are closed and added to `spent`. */
+  #claimOne(log: StreamLog, g: GroupState, p: number, now: number, request: FetchRequest, spent: Spent[]): Lease | null {
     const part = g.parts[p]!;
     for (;;) {
       const next = part.nextClaimable(now, log.highWatermark(p));
       if (next === null) return null;
       const d = part.take(next.sequence, next.delivery);
       if (d.attempt + 1 > g.maxAttempts) {
-        this.#deadLetter(g, p, part, d, 'max attempts exceeded', now);
+        part.close(d);
+        spent.push({ p, part, d });
         continue;
       }
       const leaseId = newLeaseId();
@@ -374,7 +388,7 @@ class MemoryBackend implements Backend {
   }
 
   #deadLetter(g: GroupState, p: number, part: GroupPartition, d: OpenDelivery, reason: string | null, now: number): void {
-    part.close(d);
+    if (part.open.get(d.sequence) === d) part.close(d);
     g.deadLetters.add({
       id: ++this.#deadLetterIds,
       partition: p,
