@@ -19,8 +19,8 @@ import type { Backend } from './subject.js';
 
 const DEEP = process.env.RHEO_MODEL_DEEP === '1';
 const depth: Depth = DEEP
-  ? { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 300), minCommands: 40, maxCommands: 300 }
-  : { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 24), minCommands: 20, maxCommands: 90 };
+  ? { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 300), minCommands: 1, maxCommands: 400 }
+  : { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 24), minCommands: 1, maxCommands: 120 };
 
 function replayParameters(): fc.Parameters<unknown> {
   const seed = process.env.RHEO_MODEL_SEED;
