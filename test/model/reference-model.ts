@@ -181,9 +181,9 @@ export class ReferenceModel {
   // ---- groups ---------------------------------------------------------------
 
   createGroup(group: string, start: ModelStart, maxAttempts: number): Outcome<void> {
-    if (this.#groups.has(group)) return { error: 'already_exists' };
     const parts = this.#startParts(start);
     if (!parts) return { error: 'invalid_partition' };
+    if (this.#groups.has(group)) return { error: 'already_exists' };
     this.#groups.set(group, { name: group, maxAttempts, rotation: 0, parts, deadLetters: [] });
     return { ok: undefined };
   }

@@ -111,10 +111,13 @@ class MemoryBackend implements Backend {
 
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
     const s = this.#stream(stream);
+    // The request is checked against the stream before the name is: a bad
+    // start is invalid_partition whether or not the group exists (PostgreSQL
+    // checks it before its insert can conflict).
+    const parts = startPartitions(s.log, spec.start);
     if (s.groups.has(group)) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
     }
-    const parts = startPartitions(s.log, spec.start);
     s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0 });
   }
 
