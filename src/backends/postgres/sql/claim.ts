@@ -42,8 +42,9 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  *    leases past expiry: `visible_at <= now`), lowest sequence first, FOR
  *    UPDATE SKIP LOCKED: a row being settled or claimed elsewhere is skipped,
  *    and a row reclaimed meanwhile fails the visible_at re-check. Rows whose
- *    next attempt would pass max_attempts are read separately (`spent`) so
- *    they never crowd out claimable ones. `xr`/`xm`: the same for members of
+ *    next attempt would pass max_attempts are read separately (`spent`, all
+ *    of them: the walk buries every one it passes) so they never crowd out
+ *    claimable ones. `xr`/`xm`: the same for members of
  *    expired lease ranges (attempt 1); the ones picked or dead-lettered here
  *    leave their range (`took`), the rest stay in it under the old lease.
  * 3. `fresh`: the next sequences after the cursor (events PK range scan),
@@ -120,7 +121,9 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
     WHERE d.group_id = $1 AND d.partition = cur.partition
       AND d.visible_at <= (SELECT now FROM clock) AND d.attempt >= $8
     ORDER BY d.sequence
-    LIMIT $4
+    -- No LIMIT: a walk that passes spent deliveries dead-letters every one
+    -- of them and goes on (memory does), so one fetch of limit 1 over three
+    -- spent rows buries all three; a LIMIT $4 here left the rest behind.
     FOR UPDATE SKIP LOCKED
   ) d
 )`],
