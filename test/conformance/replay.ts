@@ -401,7 +401,7 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       clock.advance(100);
       // The second fetch's round-robin starts at partition 1.
       expect(await rheo.fetch('s', 'g', { limit: 4 })).toEqual([]);
-      expect((await rheo.deadLetters('s', 'g')).map(pos)).toEqual(['0:1', '0:2', '1:1', '1:2']);
+      expect((await rheo.deadLetters('s', 'g')).map((d) => pos(d.event))).toEqual(['0:1', '0:2', '1:1', '1:2']);
     });
 
     it('pages with limit and after, strictly after the given id', async () => {
