@@ -20,7 +20,7 @@ import type { Backend } from './subject.js';
 const DEEP = process.env.RHEO_MODEL_DEEP === '1';
 const depth: Depth = DEEP
   ? { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 300), minCommands: 1, maxCommands: 400 }
-  : { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 24), minCommands: 1, maxCommands: 120 };
+  : { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 16), minCommands: 1, maxCommands: 100 };
 
 function replayParameters(): fc.Parameters<unknown> {
   const seed = process.env.RHEO_MODEL_SEED;
