@@ -59,7 +59,10 @@ export type Command =
   | { kind: 'settle'; mode: 'single' | 'many' | 'mixed'; ops: SettleSpec[]; siblings: boolean }
   | { kind: 'renew'; leases: Pick[]; leaseMs: number; batch: boolean }
   | { kind: 'advance'; ms: number }
-  /** Moves the clock to a lease's expiry plus `offsetMs` (never backwards): the `expiresAt <= now` edge. */
+  /**
+   * Moves the clock to a lease's expiry (or the end of its nack's delay) plus
+   * `offsetMs`, never backwards: the `visibleAt <= now` edge.
+   */
   | { kind: 'advanceToExpiry'; lease: Pick; offsetMs: number }
   | { kind: 'replay'; group: number; spec: ReplaySpec; partitions: number[] | null }
   | { kind: 'redrive'; group: number; events: Pick[] | null }

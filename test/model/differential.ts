@@ -34,7 +34,7 @@ class DifferentialRun {
   readonly #clock: ManualClock;
   readonly #model: ReferenceModel;
   readonly #subjects: Subject[];
-  /** Current expiry of every lease the model issued, by handle (for advanceToExpiry). */
+  /** By handle: when the lease expires, or when the delay of its nack ends (for advanceToExpiry). */
   readonly #expiries: number[] = [];
   #payloads = 0;
   #where = 'setup';
@@ -130,6 +130,11 @@ class DifferentialRun {
           calls.map((c) => ({ handle: c.handle, kind: c.how, reason: c.reason, delayMs: c.delayMs })),
           now,
         );
+        // A nack's delay ends at the instant its delivery turns claimable again:
+        // advanceToExpiry on that lease then lands on the `visibleAt <= now` edge.
+        calls.forEach((c, i) => {
+          if (expected[i] === 'ok' && c.how === 'nack') this.#expiries[c.handle] = now + c.delayMs;
+        });
         for (const s of this.#subjects) this.#same(s, 'settle', await s.settle(command.mode, calls), expected);
         return;
       }
