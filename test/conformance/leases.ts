@@ -236,6 +236,20 @@ export function registerLeaseTests(makeBackend: BackendFactory): void {
       await expectCode(rheo.ack(a2!), 'stale_lease');
     });
 
+    it('a fetch of limit 1 dead-letters every spent delivery it passes, then claims the next', async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g', { maxAttempts: 2 });
+      await appendN(rheo, 's', 3);
+      expect(await rheo.fetch('s', 'g', { leaseMs: 100, limit: 3 })).toHaveLength(3);
+      clock.advance(100);
+      expect((await rheo.fetch('s', 'g', { leaseMs: 100, limit: 3 })).map((l) => l.attempt)).toEqual([2, 2, 2]);
+      clock.advance(100);
+      await appendN(rheo, 's', 1);
+      expect(sequences(await rheo.fetch('s', 'g', { limit: 1 }))).toEqual([4]);
+      expect((await rheo.deadLetters('s', 'g')).map((d) => d.event.sequence)).toEqual([1, 2, 3]);
+    });
+
     it('nack without a reason at maxAttempts dead-letters with reason null', async () => {
       const { rheo } = fx();
       const lease = await oneLease(rheo, 1);

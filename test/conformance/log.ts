@@ -109,6 +109,14 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       expect(await rheo.listGroups('s')).toEqual([]);
     });
 
+    it('a startAfter map naming a missing partition is invalid_partition even when the group exists', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'g', { maxAttempts: 3 });
+      await expectCode(rheo.createGroup('s', 'g', { startAfter: { 2: 5 } }), 'invalid_partition');
+      expect((await rheo.groupInfo('s', 'g')).maxAttempts).toBe(3);
+    });
+
     it('rejects bad group names and bad group options with invalid_argument', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

@@ -171,6 +171,21 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect((await rheo.groupInfo('s', 'g')).inflight).toBe(1);
     });
 
+    it('after replaying below open deliveries, the frontier drops to the cursor: the reopened sequences are unsettled', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const events = await appendN(rheo, 's', 5);
+      const leases = await rheo.fetch('s', 'g', { limit: 5 });
+      await rheo.ackMany(leases.slice(0, 2));
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      const lag = await rheo.lag('s', 'g');
+      expect(lag.partitions[0]).toEqual({ frontier: 0, highWatermark: 5, lag: 5, oldestUnsettledAt: events[0]!.timestamp });
+      expect(lag.lag).toBe(5);
+      expect((await rheo.groupInfo('s', 'g')).lag).toEqual(lag);
+      expect(sequences(await rheo.fetch('s', 'g', { limit: 10 }))).toEqual([1, 2]);
+    });
+
     it('after replaying below open deliveries, acking everything reaches lag 0 and offers nothing twice', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');
@@ -184,6 +199,82 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect((await rheo.ackMany([...leases.slice(2), ...again])).every((r) => r.ok)).toBe(true);
       expect(await frontiers(rheo, 's', 'g')).toEqual([5]);
       expect(await rheo.fetch('s', 'g', { limit: 10 })).toEqual([]);
+    });
+
+    it('a delivery open at the replay and acked before any fetch is not offered again', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 3);
+      const [l1, l2, l3] = (await rheo.fetch('s', 'g', { limit: 3 })) as [Lease, Lease, Lease];
+      await rheo.ack(l1);
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      await rheo.ack(l2);
+      await rheo.ack(l3);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([0]);
+      const again = await fetchAll(rheo, 's', 'g');
+      expect(sequences(again)).toEqual([1]);
+      await rheo.ack(again[0]!);
+      expect((await rheo.lag('s', 'g')).partitions[0]).toMatchObject({ frontier: 3, lag: 0 });
+    });
+
+    it('a delivery open at the replay and dead-lettered after it stays dead and is not offered', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 3);
+      const [l1, l2, l3] = (await rheo.fetch('s', 'g', { limit: 3 })) as [Lease, Lease, Lease];
+      await rheo.ackMany([l1, l3]);
+      await rheo.replay('s', 'g', { fromSequence: 2 });
+      await rheo.reject(l2, 'bad');
+      const again = await fetchAll(rheo, 's', 'g');
+      expect(sequences(again)).toEqual([3]);
+      expect((await rheo.deadLetters('s', 'g')).map((d) => d.event.sequence)).toEqual([2]);
+      await rheo.ack(again[0]!);
+      expect((await rheo.lag('s', 'g')).partitions[0]).toMatchObject({ frontier: 3, lag: 0 });
+      expect(await fetchAll(rheo, 's', 'g')).toEqual([]);
+    });
+
+    it('eventIds reopens a delivery acked above a replayed-back cursor', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const events = await appendN(rheo, 's', 3);
+      const [l1, l2] = (await rheo.fetch('s', 'g', { limit: 2 })) as [Lease, Lease];
+      await rheo.ack(l1);
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      await rheo.ack(l2);
+      await rheo.replay('s', 'g', { eventIds: [events[1]!.id] });
+      const again = await fetchAll(rheo, 's', 'g');
+      expect(again.map((l) => [l.event.sequence, l.attempt])).toEqual([
+        [1, 1],
+        [2, 1],
+        [3, 1],
+      ]);
+    });
+
+    it("a delivery claimed again after a replay keeps its new lease until that lease's own expiry", async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g', { maxAttempts: 3 });
+      const events = await appendN(rheo, 's', 1);
+      await rheo.ack((await rheo.fetch('s', 'g', { leaseMs: 100 }))[0]!);
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      const [again] = await rheo.fetch('s', 'g', { leaseMs: 1000 });
+      expect(again?.attempt).toBe(1);
+      // The first lease would have expired now; the second is live.
+      clock.advance(100);
+      expect(await rheo.fetch('s', 'g')).toEqual([]);
+      await rheo.replay('s', 'g', { eventIds: [events[0]!.id] });
+      expect(await rheo.fetch('s', 'g')).toEqual([]);
+      await rheo.ack(again!);
+      await rheo.replay('s', 'g', { eventIds: [events[0]!.id] });
+      const [third] = await rheo.fetch('s', 'g', { leaseMs: 5000 });
+      clock.advance(1000);
+      expect(await rheo.fetch('s', 'g')).toEqual([]);
+      await rheo.ack(third!);
+      expect((await rheo.lag('s', 'g')).lag).toBe(0);
+      expect(await rheo.deadLetters('s', 'g')).toEqual([]);
     });
 
     it('a fromSequence beyond anything consumed changes nothing', async () => {
@@ -299,6 +390,18 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       for (const d of dead) expect(d.id).toMatch(/^\d+$/);
       const ids = dead.map((d) => BigInt(d.id));
       expect(ids[0]! < ids[1]! && ids[1]! < ids[2]!).toBe(true);
+    });
+
+    it('the deliveries one fetch finds past maxAttempts are listed by partition and sequence, whatever partition the fetch started at', async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'g', { maxAttempts: 1 });
+      for (const p of [0, 1]) await appendN(rheo, 's', 2, { partition: p });
+      expect(await rheo.fetch('s', 'g', { limit: 4, leaseMs: 100 })).toHaveLength(4);
+      clock.advance(100);
+      // The second fetch's round-robin starts at partition 1.
+      expect(await rheo.fetch('s', 'g', { limit: 4 })).toEqual([]);
+      expect((await rheo.deadLetters('s', 'g')).map((d) => pos(d.event))).toEqual(['0:1', '0:2', '1:1', '1:2']);
     });
 
     it('pages with limit and after, strictly after the given id', async () => {

@@ -12,7 +12,12 @@ export interface OpenDelivery {
   leasedAt: number;
   /** Lease expiry when leased; end of the nack delay when pending. */
   visibleAt: number;
-  /** Bumped on every change, so heap entries that describe an older state are skipped. */
+  /**
+   * Changes on every change, so heap entries that describe an older state are
+   * skipped. Drawn from one counter per partition, never restarted for a
+   * reopened sequence: a timer left by an earlier incarnation of the same
+   * sequence once matched the new one and expired its live lease early.
+   */
   version: number;
 }
 
@@ -36,7 +41,16 @@ interface ReadyEntry {
 export class GroupPartition {
   cursor: number;
   leasedCount = 0;
+  #versions = 0;
   readonly open = new Map<number, OpenDelivery>();
+  /**
+   * Sequences above the cursor that are not new: those open when a replay
+   * moved the cursor back below them. Without this, one acked or
+   * dead-lettered before the cursor came back up looked never offered and
+   * was delivered again (and a dead one was leased while still listed dead).
+   * Bounded by the deliveries open at replays; dropped as the cursor passes.
+   */
+  readonly #held = new Set<number>();
   /** Open sequences (possibly stale) for the frontier's minimum. */
   readonly #openSeqs = new MinHeap<number>((a, b) => a < b);
   /** Open deliveries by the time they become claimable. */
@@ -76,7 +90,7 @@ export class GroupPartition {
       if (ready === undefined || this.#isCurrent(ready.sequence, ready.version)) break;
       this.#ready.pop();
     }
-    while (this.open.has(this.cursor + 1)) this.cursor++;
+    this.#advance();
     const next = this.cursor + 1 <= highWatermark ? this.cursor + 1 : null;
     if (ready !== undefined && (next === null || ready.sequence < next)) {
       return { sequence: ready.sequence, delivery: this.open.get(ready.sequence)! };
@@ -91,7 +105,26 @@ export class GroupPartition {
       return existing;
     }
     this.cursor = sequence;
-    return this.#openEntry(sequence, 0);
+    const d = this.#openEntry(sequence, 0);
+    this.#advance();
+    return d;
+  }
+
+  /**
+   * Replay from `from`: settled sequences at or above it become new again by
+   * moving the cursor back; the open ones are held so that they are not
+   * offered again once settled.
+   */
+  rewind(from: number): void {
+    this.cursor = Math.min(this.cursor, from - 1);
+    for (const s of this.#held) if (s >= from) this.#held.delete(s);
+    for (const s of this.open.keys()) if (s >= from) this.#held.add(s);
+    this.#advance();
+  }
+
+  /** Acked or dead-lettered: at or below the cursor, or held above it, and not open. */
+  isSettled(sequence: number): boolean {
+    return !this.open.has(sequence) && (sequence <= this.cursor || this.#held.has(sequence));
   }
 
   lease(d: OpenDelivery, leaseId: string, consumerId: string, now: number, expiresAt: number): void {
@@ -120,7 +153,7 @@ export class GroupPartition {
   /** Removes an open delivery (acked or dead-lettered). */
   close(d: OpenDelivery): void {
     if (d.state === 'leased') this.leasedCount--;
-    d.version++;
+    d.version = ++this.#versions;
     this.open.delete(d.sequence);
   }
 
@@ -136,6 +169,14 @@ export class GroupPartition {
     return this.#openSeqs.size + this.#timers.size + this.#ready.size;
   }
 
+  /**
+   * Keeps `cursor + 1` neither open nor held, so the frontier
+   * (`min(open) - 1` capped by the cursor) never stops below a settled one.
+   */
+  #advance(): void {
+    while (this.open.has(this.cursor + 1) || this.#held.delete(this.cursor + 1)) this.cursor++;
+  }
+
   #openEntry(sequence: number, attempt: number): OpenDelivery {
     const d: OpenDelivery = {
       sequence,
@@ -145,7 +186,7 @@ export class GroupPartition {
       consumerId: null,
       leasedAt: 0,
       visibleAt: 0,
-      version: 0,
+      version: ++this.#versions,
     };
     this.open.set(sequence, d);
     this.#openSeqs.push(sequence);
@@ -154,7 +195,7 @@ export class GroupPartition {
   }
 
   #schedule(d: OpenDelivery, visibleAt: number): void {
-    d.version++;
+    d.version = ++this.#versions;
     d.visibleAt = visibleAt;
     this.#timers.push({ visibleAt, sequence: d.sequence, version: d.version });
     if (this.#tooStale(this.#timers)) this.#timers.retain((t) => this.#isCurrent(t.sequence, t.version));

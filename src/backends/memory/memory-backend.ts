@@ -45,6 +45,13 @@ export interface MemoryBackendOptions {
   clock?: Clock;
 }
 
+/** A delivery a fetch found past maxAttempts, dead-lettered when the fetch ends. */
+interface Spent {
+  p: number;
+  part: GroupPartition;
+  d: OpenDelivery;
+}
+
 interface StreamState {
   readonly log: StreamLog;
   readonly groups: Map<string, GroupState>;
@@ -105,10 +112,13 @@ class MemoryBackend implements Backend {
 
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
     const s = this.#stream(stream);
+    // The request is checked against the stream before the name is: a bad
+    // start is invalid_partition whether or not the group exists (PostgreSQL
+    // checks it before its insert can conflict).
+    const parts = startPartitions(s.log, spec.start);
     if (s.groups.has(group)) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
     }
-    const parts = startPartitions(s.log, spec.start);
     s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0 });
   }
 
@@ -176,6 +186,7 @@ class MemoryBackend implements Backend {
     const start = g.rotation++ % partitions.length;
     const exhausted = new Set<number>();
     const budget = { bytes: 0, maxBytes: request.maxBytes, spent: false };
+    const spent: Spent[] = [];
     // Round-robin, one claim per partition per round, so a backlog in one
     // partition never starves the others. The walk ends at the first event
     // that does not fit the byte budget, as PostgreSQL's claim does.
@@ -183,11 +194,15 @@ class MemoryBackend implements Backend {
       for (let k = 0; k < partitions.length && leases.length < request.limit && !budget.spent; k++) {
         const p = partitions[(start + k) % partitions.length]!;
         if (exhausted.has(p)) continue;
-        const lease = this.#claimOne(log, g, p, now, request, budget, leases.length === 0);
+        const lease = this.#claimOne(log, g, p, now, request, budget, leases.length === 0, spent);
         if (lease) leases.push(lease);
         else if (!budget.spent) exhausted.add(p);
       }
     }
+    // The deliveries one fetch dead-letters die together: numbered by
+    // (partition, sequence), not by the rotating walk (docs/semantics.md).
+    spent.sort((a, b) => a.p - b.p || a.d.sequence - b.d.sequence);
+    for (const { p, part, d } of spent) this.#deadLetter(g, p, part, d, 'max attempts exceeded', now);
     return leases;
   }
 
@@ -246,7 +261,7 @@ class MemoryBackend implements Backend {
       for (const e of events) {
         if (!allowed.has(e.partition)) continue;
         const part = g.parts[e.partition]!;
-        if (part.open.has(e.sequence) || e.sequence > part.cursor) continue;
+        if (!part.isSettled(e.sequence)) continue;
         const dead = g.deadLetters.find(e.partition, e.sequence);
         if (dead) g.deadLetters.remove(dead);
         part.reopen(e.sequence, now);
@@ -257,7 +272,7 @@ class MemoryBackend implements Backend {
       const from = spec.kind === 'fromSequence' ? spec.fromSequence : log.firstSequenceAt(p, spec.from.getTime());
       if (from === null) continue;
       const part = g.parts[p]!;
-      part.cursor = Math.min(part.cursor, from - 1);
+      part.rewind(from);
       for (const dead of g.deadLetters.inPartitionFrom(p, from)) g.deadLetters.remove(dead);
     }
   }
@@ -356,9 +371,10 @@ class MemoryBackend implements Backend {
   // ---- internals ----------------------------------------------------------
 
   /**
-   * Claims the partition's lowest claimable delivery, dead-lettering spent
-   * ones on the way. `null` when there is none, or when its event does not fit
-   * the budget (then `budget.spent` is set and the delivery is left as it was).
+   * Claims the partition's lowest claimable delivery; spent ones on the way
+   * are closed and added to `spent`. `null` when there is none, or when its
+   * event does not fit the budget (then `budget.spent` is set and the
+   * delivery is left as it was).
    */
   #claimOne(
     log: StreamLog,
@@ -368,13 +384,14 @@ class MemoryBackend implements Backend {
     request: FetchRequest,
     budget: { bytes: number; maxBytes: number; spent: boolean },
     first: boolean,
+    spent: Spent[],
   ): Lease | null {
     const part = g.parts[p]!;
     for (;;) {
       const next = part.nextClaimable(now, log.highWatermark(p));
       if (next === null) return null;
-      const spent = (next.delivery?.attempt ?? 0) + 1 > g.maxAttempts;
-      if (!spent) {
+      const isSpent = (next.delivery?.attempt ?? 0) + 1 > g.maxAttempts;
+      if (!isSpent) {
         const bytes = budget.bytes + log.size(p, next.sequence);
         if (bytes > budget.maxBytes && !first) {
           budget.spent = true;
@@ -383,8 +400,9 @@ class MemoryBackend implements Backend {
         budget.bytes = bytes;
       }
       const d = part.take(next.sequence, next.delivery);
-      if (spent) {
-        this.#deadLetter(g, p, part, d, 'max attempts exceeded', now);
+      if (isSpent) {
+        part.close(d);
+        spent.push({ p, part, d });
         continue;
       }
       const leaseId = newLeaseId();
@@ -405,7 +423,7 @@ class MemoryBackend implements Backend {
   }
 
   #deadLetter(g: GroupState, p: number, part: GroupPartition, d: OpenDelivery, reason: string | null, now: number): void {
-    part.close(d);
+    if (part.open.get(d.sequence) === d) part.close(d);
     g.deadLetters.add({
       id: ++this.#deadLetterIds,
       partition: p,

@@ -31,7 +31,8 @@ export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagRepo
   const partitions: Record<number, PartitionLag> = {};
   let total = 0;
   for (const row of rows) {
-    const frontier = row.min_open === null ? row.cursor : row.min_open - 1;
+    // Never above the cursor: see lagSql.
+    const frontier = row.min_open === null ? row.cursor : Math.min(row.cursor, row.min_open - 1);
     const lag = Math.max(0, row.high_watermark - frontier);
     total += lag;
     partitions[row.partition] = {
@@ -81,6 +82,7 @@ export async function replayGroup(
     await txQuery(tx, sql.explodeGroup, [g.id, scope]);
     if (spec.kind === 'fromSequence') {
       await txQuery(tx, sql.replayFrom, [g.id, scope, scope.map(() => spec.fromSequence)]);
+      await txQuery(tx, sql.replayAdvance, [g.id, scope]);
       return;
     }
     if (spec.kind === 'from') {
@@ -90,7 +92,9 @@ export async function replayGroup(
         spec.from.toISOString(),
       ]);
       if (starts.length === 0) return;
-      await txQuery(tx, sql.replayFrom, [g.id, starts.map((r) => r.partition), starts.map((r) => r.from_seq)]);
+      const partitions = starts.map((r) => r.partition);
+      await txQuery(tx, sql.replayFrom, [g.id, partitions, starts.map((r) => r.from_seq)]);
+      await txQuery(tx, sql.replayAdvance, [g.id, partitions]);
       return;
     }
     const found = await txQuery<{ id: string; partition: number; sequence: number }>(tx, sql.eventsById, [

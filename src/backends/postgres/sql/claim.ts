@@ -42,18 +42,20 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  *    leases past expiry: `visible_at <= now`), lowest sequence first, FOR
  *    UPDATE SKIP LOCKED: a row being settled or claimed elsewhere is skipped,
  *    and a row reclaimed meanwhile fails the visible_at re-check. Rows whose
- *    next attempt would pass max_attempts are read separately (`spent`) so
- *    they never crowd out claimable ones. `xr`/`xm`: the same for members of
+ *    next attempt would pass max_attempts are read separately (`spent`, all
+ *    of them: the walk buries every one it passes) so they never crowd out
+ *    claimable ones. `xr`/`xm`: the same for members of
  *    expired lease ranges (attempt 1); the ones picked or dead-lettered here
  *    leave their range (`took`), the rest stay in it under the old lease.
  * 3. `fresh`: the next sequences after the cursor (events PK range scan),
- *    skipping ones already open. Open rows above the cursor only exist after
- *    a replay, so the deliveries PK is probed only for sequences at or below
- *    the partition's highest open sequence (`max_open`, one backward PK
- *    probe); the probe sits under an OR so the planner keeps it a per-row
- *    index probe instead of an anti-join that scans every open row. Only
- *    committed events are visible and they commit in sequence order, so none
- *    is skipped.
+ *    skipping replay holds (migration 003): sequences a replay found open
+ *    above the cursor it moved back, whether still open or settled since.
+ *    Every open row above the cursor is held, so holds are all it checks.
+ *    Holds only exist after a replay, so the replay_holds PK is probed only
+ *    for sequences at or below the partition's highest hold (`max_held`, one
+ *    backward PK probe); the probe sits under an OR so the planner keeps it
+ *    a per-row index probe instead of an anti-join. Only committed events
+ *    are visible and they commit in sequence order, so none is skipped.
  * 4. Round-robin: rank candidates within a partition (rn), then take them
  *    ordered by (rn, position of the partition in $3), so each partition gets
  *    one per round starting at the rotating first partition in $3. The
@@ -77,7 +79,7 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  *    attempt + 1; picked members of expired ranges become rows at attempt 2;
  *    picked fresh ones become one range per partition (or rows with their own
  *    ids when a replay left them non-contiguous); cursors move to the highest
- *    fresh sequence picked, and on over open rows directly above it. Leases
+ *    fresh sequence picked, and on over holds directly above it. Leases
  *    are returned straight from `picked` (the rows are locked by this
  *    statement, so every write above applies): joining `picked` back to the
  *    modifying CTEs made the planner nest-loop two 500-row CTEs (250k
@@ -106,7 +108,7 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
 )`],
     ['cur', `cur AS MATERIALIZED (
   SELECT c.partition, c.cursor, o.ord,
-         (SELECT max(d.sequence) FROM ${s}.deliveries d WHERE d.group_id = $1 AND d.partition = c.partition) AS max_open
+         (SELECT max(h.sequence) FROM ${s}.replay_holds h WHERE h.group_id = $1 AND h.partition = c.partition) AS max_held
   FROM ${s}.group_cursors c
   JOIN unnest($3::int[]) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
   WHERE c.group_id = $1
@@ -133,7 +135,9 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
     WHERE d.group_id = $1 AND d.partition = cur.partition
       AND d.visible_at <= (SELECT now FROM clock) AND d.attempt >= $9
     ORDER BY d.sequence
-    LIMIT $4
+    -- No LIMIT: a walk that passes spent deliveries dead-letters every one
+    -- of them and goes on (memory does), so one fetch of limit 1 over three
+    -- spent rows buries all three; a LIMIT $4 here left the rest behind.
     FOR UPDATE SKIP LOCKED
   ) d
 )`],
@@ -164,9 +168,9 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
     SELECT e.sequence, ${eventSize('e')} AS size_bytes
     FROM ${s}.events e
     WHERE e.stream_id = $2 AND e.partition = cur.partition AND e.sequence > cur.cursor
-      AND (e.sequence > cur.max_open OR cur.max_open IS NULL OR NOT EXISTS (
-        SELECT 1 FROM ${s}.deliveries d
-        WHERE d.group_id = $1 AND d.partition = cur.partition AND d.sequence = e.sequence
+      AND (e.sequence > cur.max_held OR cur.max_held IS NULL OR NOT EXISTS (
+        SELECT 1 FROM ${s}.replay_holds h
+        WHERE h.group_id = $1 AND h.partition = cur.partition AND h.sequence = e.sequence
       ))
     ORDER BY e.sequence
     LIMIT $4
@@ -313,37 +317,44 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
   FROM runs u
   WHERE u.contiguous
 )`],
+    ['moved', `moved AS MATERIALIZED (
+  -- The cursor moves to the highest fresh sequence picked, and on over
+  -- replay holds directly above it (migration 003), so \`cursor + 1\` is
+  -- never held and the frontier is min(cursor, min(open) - 1). Only
+  -- partitions with holds above the new top (max_held, read in \`cur\`)
+  -- look at replay_holds.
+  SELECT t.partition, t.max_held,
+         CASE WHEN t.max_held IS NULL OR t.max_held <= t.top OR NOT EXISTS (
+                SELECT 1 FROM ${s}.replay_holds h
+                WHERE h.group_id = $1 AND h.partition = t.partition AND h.sequence = t.top + 1
+              )
+              THEN t.top
+              ELSE (
+                SELECT min(h.sequence) FROM ${s}.replay_holds h
+                WHERE h.group_id = $1 AND h.partition = t.partition AND h.sequence > t.top
+                  AND NOT EXISTS (
+                    SELECT 1 FROM ${s}.replay_holds h2
+                    WHERE h2.group_id = $1 AND h2.partition = t.partition AND h2.sequence = h.sequence + 1
+                  )
+              )
+         END AS top
+  FROM (
+    SELECT cur.partition, cur.max_held, COALESCE(u.last_seq, cur.cursor) AS top
+    FROM cur
+    LEFT JOIN runs u ON u.partition = cur.partition
+  ) t
+)`],
     ['advanced', `advanced AS (
-  -- The cursor moves to the highest fresh sequence picked, and on over open
-  -- rows directly above it: after a replay moved it back below open
-  -- deliveries, leaving it under them would offer them again as fresh once
-  -- they are acked. Only partitions with open rows above the new top
-  -- (max_open, read in \`cur\`) look at deliveries.
   UPDATE ${s}.group_cursors c
   SET cursor = n.top
-  FROM (
-    SELECT t.partition,
-           CASE WHEN t.max_open IS NULL OR t.max_open <= t.top OR NOT EXISTS (
-                  SELECT 1 FROM ${s}.deliveries d
-                  WHERE d.group_id = $1 AND d.partition = t.partition AND d.sequence = t.top + 1
-                )
-                THEN t.top
-                ELSE (
-                  SELECT min(d.sequence) FROM ${s}.deliveries d
-                  WHERE d.group_id = $1 AND d.partition = t.partition AND d.sequence > t.top
-                    AND NOT EXISTS (
-                      SELECT 1 FROM ${s}.deliveries d2
-                      WHERE d2.group_id = $1 AND d2.partition = t.partition AND d2.sequence = d.sequence + 1
-                    )
-                )
-           END AS top
-    FROM (
-      SELECT cur.partition, cur.max_open, COALESCE(u.last_seq, cur.cursor) AS top
-      FROM cur
-      LEFT JOIN runs u ON u.partition = cur.partition
-    ) t
-  ) n
+  FROM moved n
   WHERE c.group_id = $1 AND c.partition = n.partition AND c.cursor < n.top
+)`],
+    ['unheld', `unheld AS (
+  -- Holds the cursor has passed are ordinary settled or open sequences now.
+  DELETE FROM ${s}.replay_holds h
+  USING moved n
+  WHERE n.max_held IS NOT NULL AND h.group_id = $1 AND h.partition = n.partition AND h.sequence <= n.top
 )`],
   ];
   const kept = ctes

@@ -6,9 +6,11 @@ import { startCursorSql } from './streams.js';
  * Per partition: cursor, high watermark, lowest open sequence (the lower of
  * a min() over the deliveries PK prefix and the first unsettled member of
  * the lowest lease range), and the timestamp of the first
- * unsettled event (events PK probe). frontier = min(open) - 1, else cursor.
- * One snapshot, so the numbers are mutually consistent.
- * $1 group_id, $2 stream_id.
+ * unsettled event (events PK probe). frontier = min(cursor, min(open) - 1):
+ * after a replay moved the cursor back below open deliveries, the sequences
+ * just above the cursor are unsettled again, so the cursor bounds the
+ * frontier too (invariant 6). One snapshot, so the numbers are mutually
+ * consistent. $1 group_id, $2 stream_id.
  */
 export function lagSql(s: string): string {
   return `
@@ -26,7 +28,7 @@ CROSS JOIN LATERAL (
   ) AS min_open
 ) m
 LEFT JOIN ${s}.events e
-  ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = COALESCE(m.min_open - 1, c.cursor) + 1
+  ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = LEAST(m.min_open - 1, c.cursor) + 1
 WHERE c.group_id = $1
 ORDER BY c.partition`;
 }
@@ -62,7 +64,8 @@ export function resetSql(s: string): string {
   return `
 WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1),
 open_ranges AS (DELETE FROM ${s}.lease_ranges WHERE group_id = $1),
-dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1)
+dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1),
+holds AS (DELETE FROM ${s}.replay_holds WHERE group_id = $1)
 UPDATE ${s}.group_cursors c
 SET cursor = ${startCursorSql(s, '$3', '$6')}
 FROM ${s}.stream_partitions p
@@ -73,8 +76,11 @@ WHERE c.group_id = $1 AND p.stream_id = $2 AND p.partition = c.partition`;
 /**
  * Replay from a sequence (per partition): acked and dead sequences at or above
  * it become claimable again by moving the cursor back and dropping those dead
- * letters; open deliveries stay as they are. $1 group_id, $2 partitions,
- * $3 from-sequences (aligned with $2).
+ * letters and their holds; open deliveries stay as they are and are held
+ * (migration 003) so they are not offered again once settled. Deleted holds
+ * are those of sequences no longer open and inserted ones are of open
+ * sequences, so the two never touch one row. Run replayAdvanceSql next.
+ * $1 group_id, $2 partitions, $3 from-sequences (aligned with $2).
  */
 export function replayFromSql(s: string): string {
   return `
@@ -84,11 +90,55 @@ WITH target AS (
 undead AS (
   DELETE FROM ${s}.dead_letters dl USING target t
   WHERE dl.group_id = $1 AND dl.partition = t.partition AND dl.sequence >= t.from_seq
+),
+unheld AS (
+  DELETE FROM ${s}.replay_holds h USING target t
+  WHERE h.group_id = $1 AND h.partition = t.partition AND h.sequence >= t.from_seq
+    AND NOT EXISTS (
+      SELECT 1 FROM ${s}.deliveries d
+      WHERE d.group_id = $1 AND d.partition = h.partition AND d.sequence = h.sequence
+    )
+),
+held AS (
+  INSERT INTO ${s}.replay_holds (group_id, partition, sequence)
+  SELECT $1, d.partition, d.sequence
+  FROM target t
+  JOIN ${s}.deliveries d ON d.group_id = $1 AND d.partition = t.partition AND d.sequence >= t.from_seq
+  ON CONFLICT (group_id, partition, sequence) DO NOTHING
 )
 UPDATE ${s}.group_cursors c
 SET cursor = LEAST(c.cursor, t.from_seq - 1)
 FROM target t
 WHERE c.group_id = $1 AND c.partition = t.partition`;
+}
+
+/**
+ * After a replay: move each cursor on over the run of holds directly above
+ * it and drop those holds, so `cursor + 1` is never held (the claim keeps
+ * the same rule). $1 group_id, $2 partitions.
+ */
+export function replayAdvanceSql(s: string): string {
+  return `
+WITH moved AS (
+  UPDATE ${s}.group_cursors c
+  SET cursor = (
+    SELECT min(h.sequence) FROM ${s}.replay_holds h
+    WHERE h.group_id = $1 AND h.partition = c.partition AND h.sequence > c.cursor
+      AND NOT EXISTS (
+        SELECT 1 FROM ${s}.replay_holds h2
+        WHERE h2.group_id = $1 AND h2.partition = c.partition AND h2.sequence = h.sequence + 1
+      )
+  )
+  WHERE c.group_id = $1 AND c.partition = ANY ($2::int[])
+    AND EXISTS (
+      SELECT 1 FROM ${s}.replay_holds h
+      WHERE h.group_id = $1 AND h.partition = c.partition AND h.sequence = c.cursor + 1
+    )
+  RETURNING c.partition, c.cursor
+)
+DELETE FROM ${s}.replay_holds h
+USING moved m
+WHERE h.group_id = $1 AND h.partition = m.partition AND h.sequence <= m.cursor`;
 }
 
 /**
@@ -110,8 +160,9 @@ export function eventsByIdSql(s: string): string {
 
 /**
  * Reopen exactly these deliveries with attempt 0: dead ones leave the
- * dead-letter list, acked ones (at or below the cursor, not open) get a pending
- * row, open ones are left alone (ON CONFLICT on the deliveries PK).
+ * dead-letter list, acked ones (at or below the cursor or held above it, not
+ * open) get a pending row, open ones are left alone (ON CONFLICT on the
+ * deliveries PK).
  * $1 group_id, $2 partitions, $3 sequences, $4 now or null.
  */
 export function reopenSql(s: string): string {
@@ -127,7 +178,10 @@ INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, visible_at)
 SELECT $1, t.partition, t.sequence, 0, ${nowSql('$4')}
 FROM target t
 JOIN ${s}.group_cursors c ON c.group_id = $1 AND c.partition = t.partition
-WHERE t.sequence <= c.cursor
+WHERE t.sequence <= c.cursor OR EXISTS (
+  SELECT 1 FROM ${s}.replay_holds h
+  WHERE h.group_id = $1 AND h.partition = t.partition AND h.sequence = t.sequence
+)
 ON CONFLICT (group_id, partition, sequence) DO NOTHING`;
 }
 
