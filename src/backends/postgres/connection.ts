@@ -117,13 +117,22 @@ export class Database {
 
   async #checkout(ctx: StatementContext): Promise<CheckedOut> {
     if (this.#ended) throw new RheoError('closed', `${ctx.action} failed: the postgres backend is closed`, { stream: ctx.stream, group: ctx.group });
-    let client: pg.PoolClient;
     try {
-      client = await this.pool.connect();
+      return await new Promise<CheckedOut>((resolve, reject) => {
+        // The callback form, not the promise: pg-pool calls it synchronously
+        // as it hands the client over, inside the socket's data handler for
+        // a new connection. A FATAL that arrived in the same chunk as the
+        // connection's first ReadyForQuery is parsed right after it, before
+        // any promise continuation could attach a listener, and would crash
+        // the process (found by the chaos suite's termination scenario).
+        this.pool.connect((error, client) => {
+          if (error || client === undefined) reject(error ?? new Error('pg-pool returned no client'));
+          else resolve(new CheckedOut(client));
+        });
+      });
     } catch (error) {
       throw classifyError(error, { ...ctx, sent: false });
     }
-    return new CheckedOut(client);
   }
 }
 
