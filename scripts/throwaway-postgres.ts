@@ -16,6 +16,13 @@ export interface ThrowawayPostgres {
   readonly version: string;
   /** Superuser connection string to `database` (default `postgres`). */
   url(database?: string): string;
+  /**
+   * `pg_ctl restart` with the given shutdown mode, waiting until the server
+   * accepts connections again on the same port. `immediate` ends every server
+   * process without a checkpoint, so the restart runs crash recovery: the
+   * chaos suite uses it to test what survives a database crash.
+   */
+  restart(mode: 'fast' | 'immediate'): void;
   /** Stops the server and deletes its directory. Idempotent. */
   stop(): void;
 }
@@ -79,6 +86,10 @@ export async function startThrowawayPostgres(options: ThrowawayPostgresOptions):
       port,
       version,
       url: (database = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+      restart: (mode) => {
+        // The options are given again: `pg_ctl restart` would otherwise reuse postmaster.opts, which an immediate stop may leave stale.
+        run('pg_ctl', ['restart', '-w', '-t', '60', '-D', dataDir, '-l', logFile, '-m', mode, '-o', serverOptions]);
+      },
       stop,
     };
   } catch (error) {
