@@ -62,7 +62,7 @@ export class Database {
     for (let attempt = 1; ; attempt++) {
       const client = await this.#checkout(ctx);
       try {
-        const result = await client.query<R & pg.QueryResultRow>({ ...config, values, types: TYPES });
+        const result = await client.connection.query<R & pg.QueryResultRow>({ ...config, values, types: TYPES });
         client.release();
         return result.rows;
       } catch (error) {
@@ -81,25 +81,26 @@ export class Database {
    */
   async transaction<T>(ctx: StatementContext, fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const client = await this.#checkout(ctx);
+    const connection = client.connection;
     let committing = false;
     const tx: Queryable = {
-      query: ((config: pg.QueryConfig) => client.query({ ...config, types: TYPES })) as Queryable['query'],
+      query: ((config: pg.QueryConfig) => connection.query({ ...config, types: TYPES })) as Queryable['query'],
     };
     try {
-      await client.query('BEGIN');
+      await connection.query('BEGIN');
       const result = await fn(tx);
       committing = true;
-      await client.query('COMMIT');
+      await connection.query('COMMIT');
       client.release();
       return result;
     } catch (error) {
       const broken = brokenConnection(error);
       if (!committing && !broken) {
         try {
-          await client.query('ROLLBACK');
-        } catch {
+          await connection.query('ROLLBACK');
+        } catch (rollbackError) {
           // The connection is unusable; it is destroyed below.
-          client.release(true);
+          client.release(asError(rollbackError));
           throw classifyError(error, { ...ctx, sent: true, writes: false });
         }
       }
@@ -114,13 +115,45 @@ export class Database {
     if (this.ownsPool) await this.pool.end();
   }
 
-  async #checkout(ctx: StatementContext): Promise<pg.PoolClient> {
+  async #checkout(ctx: StatementContext): Promise<CheckedOut> {
     if (this.#ended) throw new RheoError('closed', `${ctx.action} failed: the postgres backend is closed`, { stream: ctx.stream, group: ctx.group });
+    let client: pg.PoolClient;
     try {
-      return await this.pool.connect();
+      client = await this.pool.connect();
     } catch (error) {
       throw classifyError(error, { ...ctx, sent: false });
     }
+    return new CheckedOut(client);
+  }
+}
+
+/**
+ * A pooled connection while rheo holds it. pg-pool detaches its own 'error'
+ * listener from a client for as long as it is checked out, and `pg` emits
+ * 'error' on the client when its socket ends or resets, or when a FATAL
+ * (57P01 from `pg_terminate_backend`, a server shutdown) arrives between
+ * statements: after a result and before the release, or inside a
+ * transaction. An 'error' event nobody listens to kills the process, so a
+ * listener is attached from checkout to release. The statement in flight (if
+ * any) fails on its own and is classified by the caller; the listener keeps
+ * the error so the release destroys the connection instead of pooling it.
+ */
+class CheckedOut {
+  readonly connection: pg.PoolClient;
+  #lost: Error | null = null;
+  readonly #onError = (error: Error): void => {
+    this.#lost ??= error;
+  };
+
+  constructor(connection: pg.PoolClient) {
+    this.connection = connection;
+    connection.on('error', this.#onError);
+  }
+
+  /** Returns the connection to the pool, or destroys it when `error` is given or it failed while held. */
+  release(error?: Error): void {
+    this.connection.removeListener('error', this.#onError);
+    this.connection.release(error ?? this.#lost ?? undefined);
   }
 }
 
