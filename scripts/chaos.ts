@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { bundleChildren } from '../test/chaos/child-bundle.js';
 import { runScenario, type ScenarioResult } from '../test/chaos/scenario.js';
 import { chaosScenarios } from '../test/chaos/scenarios.js';
 import { formatFailures, formatTable } from '../test/chaos/table.js';
@@ -24,19 +25,21 @@ const only = values.only?.split(',').map((s) => s.trim().toLowerCase()).filter(B
 const scenarios = chaosScenarios(scale).filter((s) => only.length === 0 || only.some((o) => s.name.toLowerCase().includes(o)));
 
 const workDir = mkdtempSync(join(tmpdir(), 'rheo-chaos-'));
+const children = await bundleChildren();
 const results: ScenarioResult[] = [];
 for (const spec of scenarios) {
   // A cluster per scenario: a restart must not reach into another scenario, and each starts from a clean server.
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
   try {
     process.stderr.write(`${spec.name}: `);
-    const result = await runScenario({ url: cluster.url(), restart: (mode) => cluster.restart(mode) }, spec, workDir);
+    const result = await runScenario({ url: cluster.url(), restart: (mode) => cluster.restart(mode) }, spec, { workDir, children });
     results.push(result);
     process.stderr.write(`${result.passed ? 'pass' : 'FAIL'} (${result.events} events, ${result.faults} faults, ${result.seconds.toFixed(1)} s)\n`);
   } finally {
     cluster.stop();
   }
 }
+children.remove();
 rmSync(workDir, { recursive: true, force: true });
 
 process.stdout.write(`${formatTable(results)}\n`);

@@ -6,7 +6,9 @@
  * with the same ids until it is acknowledged, as a producer should; any other
  * error ends the process with code 3.
  *
- *     node --import tsx test/chaos/appender-child.ts '<AppenderArgs as JSON>'
+ * It reports `ready` over IPC and starts on the runner's `go`.
+ *
+ *     node <compiled appender-child.js> '<AppenderArgs as JSON>'   (see child-bundle.ts)
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
@@ -38,6 +40,12 @@ const rheo = createRheo({
   ),
 });
 
+// Started together with the workers (start-up is slow on a loaded machine); the runner says when to begin.
+await new Promise<void>((resolve) => {
+  process.once('message', () => resolve());
+  process.send?.('ready');
+});
+process.disconnect?.();
 const started = Date.now();
 let retries = 0;
 for (let n = args.from; n < args.from + args.count; n += args.batch) {

@@ -19,7 +19,7 @@ export class ChaosChild {
   readonly process: ChildProcess;
   /** Resolves when the child has exited (never rejects). */
   readonly exited: Promise<ChildExit>;
-  /** Resolves when a worker reports that its SIGTERM handler is installed. */
+  /** Resolves when the child reports that it has started (or when it exits). */
   readonly ready: Promise<void>;
   #exit: ChildExit | null = null;
   #ready = false;
@@ -27,9 +27,10 @@ export class ChaosChild {
   #stderr = '';
   #stdout = '';
 
+  /** `script`: a compiled child script (see child-bundle.ts); `args` reach it as JSON in argv[2]. */
   constructor(name: string, script: string, args: unknown) {
     this.name = name;
-    this.process = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), JSON.stringify(args)], {
+    this.process = spawn(process.execPath, [script, JSON.stringify(args)], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
@@ -71,6 +72,11 @@ export class ChaosChild {
 
   get stderr(): string {
     return this.#stderr;
+  }
+
+  /** Tells a started appender to begin. */
+  go(): void {
+    if (this.running) this.process.send('go');
   }
 
   /** Sends a signal as part of the scenario. SIGKILL marks the death as expected. */

@@ -7,6 +7,7 @@ import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import type { AppenderArgs } from './appender-child.js';
 import { check, type CheckResult, type StoredPartition } from './checker.js';
+import type { ChildBundle } from './child-bundle.js';
 import { ChaosChild } from './children.js';
 import { injectFault, type Fault, type FaultTarget } from './faults.js';
 import { readRecords } from './records.js';
@@ -38,12 +39,20 @@ export interface ChaosServer {
   restart(mode: 'fast' | 'immediate'): void;
 }
 
+/** Where a scenario keeps its records, and the compiled child scripts it starts. */
+export interface ScenarioEnvironment {
+  workDir: string;
+  children: ChildBundle;
+}
+
 export interface ScenarioResult extends CheckResult {
   name: string;
   /** Children that exited other than with code 0 or a SIGKILL the scenario sent. */
   crashes: string[];
   drained: boolean;
   faults: number;
+  /** Append calls the appenders sent again after `ambiguous` or `backend_unavailable`. */
+  appendRetries: number;
   seconds: number;
   eventsPerSecond: number;
   /** Zero lost, zero accepted stale settles, zero gaps and log errors, zero crashes, drained. */
@@ -63,9 +72,9 @@ function progress(text: string): void {
  * and the group has drained (lag 0) the workers are stopped with SIGTERM,
  * and the records of every child are checked against each other and the log.
  */
-export async function runScenario(server: ChaosServer, spec: ScenarioSpec, workDir: string): Promise<ScenarioResult> {
+export async function runScenario(server: ChaosServer, spec: ScenarioSpec, env: ScenarioEnvironment): Promise<ScenarioResult> {
   const schema = `chaos_${spec.name.replace(/[^a-z0-9]/g, '_')}_${randomBytes(4).toString('hex')}`;
-  const dir = join(workDir, schema);
+  const dir = join(env.workDir, schema);
   mkdirSync(dir, { recursive: true });
   const pool = new pg.Pool({ connectionString: server.url, max: 3, application_name: RUNNER });
   // The runner's own connections die in the restarts and terminations it causes.
@@ -94,16 +103,12 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, workD
         leaseMs: spec.leaseMs,
         handlerMs: spec.handlerMs,
       };
-      const child = new ChaosChild(consumerId, './worker-child.ts', args);
+      const child = new ChaosChild(consumerId, env.children.worker, args);
       children.push(child);
       workers.push(child);
       return child;
     };
     for (let i = 0; i < spec.workers; i++) startWorker();
-    await Promise.all(workers.map((w) => w.ready));
-
-    const started = Date.now();
-    progress(`workers ready`);
     const appenders = Array.from({ length: spec.appenders }, (_, i) => {
       const share = spec.overlap ? spec.events : Math.ceil(spec.events / spec.appenders);
       const from = spec.overlap ? 0 : i * share;
@@ -119,10 +124,14 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, workD
         batch: spec.batch,
         perSecond: spec.overlap ? spec.perSecond : spec.perSecond / spec.appenders,
       };
-      const child = new ChaosChild(args.name, './appender-child.ts', args);
+      const child = new ChaosChild(args.name, env.children.appender, args);
       children.push(child);
       return child;
     });
+    await Promise.all(children.map((c) => c.ready));
+    const started = Date.now();
+    progress('children ready');
+    for (const appender of appenders) appender.go();
     const appending = Promise.all(appenders.map((a) => a.exited));
 
     const target: FaultTarget = {
@@ -168,6 +177,7 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, workD
       crashes,
       drained,
       faults,
+      appendRetries: appenders.reduce((n, a) => n + retriesOf(a.stdout), 0),
       seconds,
       eventsPerSecond: result.handled / seconds,
       passed,
@@ -214,6 +224,16 @@ async function stopWorkers(workers: ChaosChild[]): Promise<void> {
       if (!exited) worker.process.kill('SIGKILL');
     }),
   );
+}
+
+/** The appender's last stdout line is `{ "retries": n }`. */
+function retriesOf(stdout: string): number {
+  const last = stdout.trim().split('\n').pop() ?? '';
+  try {
+    return (JSON.parse(last) as { retries?: number }).retries ?? 0;
+  } catch {
+    return 0;
+  }
 }
 
 async function readLog(rheo: Rheo, stream: string, partitions: number): Promise<StoredPartition[]> {

@@ -11,6 +11,7 @@ const COLUMNS: Array<[string, (r: ScenarioResult) => string]> = [
   ['sequence gaps', (r) => String(r.gaps + r.logErrors)],
   ['process crashes', (r) => String(r.crashes.length)],
   ['faults', (r) => String(r.faults)],
+  ['append retries', (r) => String(r.appendRetries)],
   ['events/s', (r) => String(Math.round(r.eventsPerSecond))],
   ['result', (r) => (r.passed ? 'pass' : r.drained ? 'FAIL' : 'FAIL (not drained)')],
 ];

@@ -4,7 +4,7 @@
  * (see records.ts). It runs until SIGTERM, then drains and exits 0; any other
  * exit is a crash unless the scenario killed it.
  *
- *     node --import tsx test/chaos/worker-child.ts '<WorkerArgs as JSON>'
+ *     node <compiled worker-child.js> '<WorkerArgs as JSON>'   (see child-bundle.ts)
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
