@@ -60,8 +60,7 @@ export function check(input: CheckInput): CheckResult {
       if (stored.has(id)) {
         logErrors++;
         example(`event ${id} is stored twice`);
-      }
-      stored.set(id, { partition, sequence });
+      } else stored.set(id, { partition, sequence });
     }
   }
 

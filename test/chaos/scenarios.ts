@@ -30,9 +30,8 @@ export function chaosScenarios(scale = 1): ScenarioSpec[] {
       fault: { kind: 'none' },
       appenders: 4,
       overlap: true,
-      batch: 10,
-      events: events(20_000),
-      perSecond: 700,
+      events: events(6000),
+      perSecond: 300,
     },
   ];
 }
@@ -48,8 +47,8 @@ export function shortChaosScenarios(): ScenarioSpec[] {
     ...spec,
     workers: 2,
     appenders: spec.overlap ? 3 : 1,
-    events: spec.overlap ? 600 : 400,
-    perSecond: spec.overlap ? 600 : 200,
+    events: 400,
+    perSecond: 200,
     fault: spec.fault.kind === 'none' ? spec.fault : { ...spec.fault, everyMs: 1000 },
     drainTimeoutMs: 30_000,
   }));
