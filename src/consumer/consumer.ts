@@ -314,6 +314,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Rheo
     return {
       backend: source.backend,
       defaults: source.defaults,
+      clock: source.clock,
       renewMany: (leases, options) => source.renewMany(leases, options),
       settleMany: (ops) => source.settleMany(ops),
       fetch: async <U extends JsonValue = JsonValue>(stream: string, group: string, options?: FetchOptions) => {

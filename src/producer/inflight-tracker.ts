@@ -60,6 +60,11 @@ export class InflightTracker<T> {
     return this.#entries.has(leaseId);
   }
 
+  /** The held lease as last renewed (its `expiresAt` is current), if held. */
+  get(leaseId: string): Lease<T> | undefined {
+    return this.#entries.get(leaseId)?.lease;
+  }
+
   add(lease: Lease<T>): void {
     this.#entries.set(lease.leaseId, { lease, handed: false, settling: false });
     if (this.#timer === null) this.#schedule(this.#intervalMs());

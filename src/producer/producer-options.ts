@@ -15,7 +15,7 @@ import type { RenewSummary } from './inflight-tracker.js';
 import type { Timers } from './timers.js';
 
 /** What a producer needs from rheo: the facade, never a concrete backend. */
-export type ProducerSource = Pick<Rheo, 'fetch' | 'renewMany' | 'settleMany' | 'backend' | 'defaults'>;
+export type ProducerSource = Pick<Rheo, 'fetch' | 'renewMany' | 'settleMany' | 'backend' | 'defaults' | 'clock'>;
 
 export interface ProducerOptions {
   stream: string;
@@ -44,6 +44,14 @@ export interface ProducerOptions {
   signal?: AbortSignal;
   /** Backoff after a failed fetch. Default `{ initialMs: min(pollMs, 100), maxMs: 30_000 }`. */
   fetchBackoff?: Partial<BackoffOptions>;
+  /**
+   * Retries of a settle that failed with `backend_unavailable` (nothing was
+   * written), with capped exponential backoff, at most `maxRetries` times and
+   * only while the lease has not expired by the facade's clock; its promise
+   * settles with the final answer. `ambiguous` failures are never retried.
+   * Default `{ maxRetries: 8, initialMs: 100, maxMs: 5_000 }`; `maxRetries: 0` turns it off.
+   */
+  settleRetry?: Partial<BackoffOptions> & { maxRetries?: number };
   /** Largest coalesced `settleMany` call. Default 500. */
   maxSettleBatch?: number;
   /** Timer source for renewal, polling, backoff and `drain`. Default: real timers. */

@@ -3,10 +3,11 @@ import { Readable } from 'node:stream';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { assertName, assertString, optionalInteger } from '../core/validation.js';
+import type { SettleRequest } from '../rheo.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { InflightTracker } from './inflight-tracker.js';
 import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
-import { SettleBatcher } from './settle-batcher.js';
+import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from './timers.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
 
@@ -74,6 +75,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #tracker: InflightTracker<T>;
   readonly #batcher: SettleBatcher;
   readonly #backoff: BackoffOptions;
+  readonly #settleBackoff: BackoffOptions & { maxRetries: number };
   readonly #random: () => number;
   readonly #report = producerReporter(this);
   /** Aborted on drain or destroy: cuts poll and backoff waits short. */
@@ -104,17 +106,25 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       initialMs: options.fetchBackoff?.initialMs ?? Math.min(resolved.pollMs, 100),
       maxMs: options.fetchBackoff?.maxMs ?? 30_000,
     };
+    this.#settleBackoff = resolved.settleRetry;
+    const retry: SettleRetry = { timers: this.timers, delayMs: (op, error, failures) => this.#settleRetryMs(op, error, failures) };
     // The answer of each settle is reported and confirmed by the batcher's
     // hook, before the caller's promise settles: no promise per settle here.
-    this.#batcher = new SettleBatcher((ops) => source.settleMany(ops), resolved.maxSettleBatch, 2, (op, error) => {
-      const leaseId = op.lease.leaseId;
-      try {
-        this.#report.settled(op, error);
-      } finally {
-        // A fenced or expired lease must not be renewed either: confirm regardless.
-        this.confirm(leaseId);
-      }
-    });
+    this.#batcher = new SettleBatcher(
+      (ops) => source.settleMany(ops),
+      resolved.maxSettleBatch,
+      2,
+      (op, error) => {
+        const leaseId = op.lease.leaseId;
+        try {
+          this.#report.settled(op, error);
+        } finally {
+          // A fenced or expired lease must not be renewed either: confirm regardless.
+          this.confirm(leaseId);
+        }
+      },
+      retry,
+    );
     this.#tracker = new InflightTracker<T>({
       leaseMs: resolved.leaseMs,
       timers: this.timers,
@@ -203,6 +213,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       // After a drain the stream ended naturally and renewal went on for leases
       // still being worked on; an explicit close stops it.
       await this.#tracker.stop();
+      // Closing should not wait out settle backoffs: one last try each.
+      this.#batcher.stopRetrying();
       await this.#batcher.idle();
     });
     return this.#closing;
@@ -248,6 +260,22 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   #settle(op: Parameters<SettleBatcher['settle']>[0] & { lease: Lease<T> }): Promise<void> {
     this.#tracker.markSettling(op.lease.leaseId);
     return this.#batcher.settle(op);
+  }
+
+  /**
+   * `backend_unavailable` means the settle wrote nothing, so sending it again
+   * cannot apply it twice; abandoning it would instead cost a redelivery once
+   * the lease expires (after a server restart: tens per run). It is retried
+   * while the lease, as last renewed, has not expired by the facade's clock:
+   * past that another holder may own the delivery and the retry would be
+   * fenced anyway. `ambiguous` (the write may have landed) and every other
+   * failure are answered at once.
+   */
+  #settleRetryMs(op: SettleRequest, error: RheoError, failures: number): number | null {
+    if (error.code !== 'backend_unavailable' || failures > this.#settleBackoff.maxRetries) return null;
+    const delayMs = backoffDelay(failures, this.#settleBackoff, this.#random);
+    const lease = this.#tracker.get(op.lease.leaseId) ?? op.lease;
+    return this.#source.clock.now() + delayMs < lease.expiresAt.getTime() ? delayMs : null;
   }
 
   #freed(): void {
@@ -397,10 +425,19 @@ function resolveOptions(source: ProducerSource, options: ProducerOptions) {
     max: maxDemand,
   });
   const maxSettleBatch = optionalInteger('maxSettleBatch', options.maxSettleBatch, 500, { min: 1, max: 10_000 });
+  const retry = options.settleRetry ?? {};
+  if (retry === null || typeof retry !== 'object') {
+    throw new RheoError('invalid_argument', 'settleRetry must be an object { maxRetries?, initialMs?, maxMs? }');
+  }
+  const settleRetry = {
+    maxRetries: optionalInteger('settleRetry.maxRetries', retry.maxRetries, 8, { min: 0, max: 1000 }),
+    initialMs: optionalInteger('settleRetry.initialMs', retry.initialMs, 100, { min: 1, max: 3600_000 }),
+    maxMs: optionalInteger('settleRetry.maxMs', retry.maxMs, 5_000, { min: 1, max: 3600_000 }),
+  };
   let consumerId = `producer-${randomBytes(6).toString('hex')}`;
   if (options.consumerId !== undefined) {
     assertString('consumerId', options.consumerId);
     consumerId = options.consumerId;
   }
-  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, consumerId };
+  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId };
 }

@@ -1,6 +1,7 @@
 import { RheoError } from '../core/errors.js';
 import type { SettleResult } from '../core/types.js';
 import type { SettleRequest } from '../rheo.js';
+import type { ScheduledTimer, Timers } from './timers.js';
 
 /** The one facade call the batcher needs: mixed settles in one backend round trip. */
 export type SettleManyFn = (ops: SettleRequest[]) => Promise<SettleResult[]>;
@@ -12,10 +13,29 @@ export type SettleManyFn = (ops: SettleRequest[]) => Promise<SettleResult[]>;
  */
 export type SettledHook = (op: SettleRequest, error: RheoError | null) => void;
 
+/**
+ * Which failed settles go out again. `delayMs` gets the op, its error and how
+ * many times it has failed (1 on the first failure), and answers the wait
+ * before the next try, or `null` to give up and answer the caller with `error`.
+ */
+export interface SettleRetry {
+  timers: Timers;
+  delayMs(op: SettleRequest, error: RheoError, failures: number): number | null;
+}
+
 interface Pending {
   op: SettleRequest;
   resolve: () => void;
   reject: (error: RheoError) => void;
+  failures: number;
+}
+
+interface Waiting {
+  pending: Pending;
+  timer: ScheduledTimer;
+  /** Resolves when the op is back in the queue. */
+  requeued: Promise<void>;
+  requeue: () => void;
 }
 
 /**
@@ -28,21 +48,36 @@ interface Pending {
  * larger calls instead of a queue of small ones (measured on PostgreSQL with
  * 10 concurrent handlers: 2000 calls of 10 ops became a few hundred larger ones).
  * A pipeline that acks 100 leases therefore makes a handful of round trips, not 100.
+ *
+ * With a `retry` policy, an op that failed (alone or with its whole call) is
+ * queued again after the delay the policy gives, and its caller is answered
+ * only when it succeeds or the policy gives up; see `RheoProducer` for the
+ * policy (only `backend_unavailable`, which means nothing was written).
  */
 export class SettleBatcher {
   readonly #settleMany: SettleManyFn;
   readonly #maxBatch: number;
   readonly #maxConcurrentCalls: number;
   readonly #onSettled: SettledHook | null;
+  readonly #retry: SettleRetry | null;
   #queue: Pending[] = [];
   #scheduled: NodeJS.Immediate | null = null;
   #inFlight = new Set<Promise<void>>();
+  readonly #waiting = new Set<Waiting>();
+  #lastTries = false;
 
-  constructor(settleMany: SettleManyFn, maxBatch = 500, maxConcurrentCalls = 2, onSettled: SettledHook | null = null) {
+  constructor(
+    settleMany: SettleManyFn,
+    maxBatch = 500,
+    maxConcurrentCalls = 2,
+    onSettled: SettledHook | null = null,
+    retry: SettleRetry | null = null,
+  ) {
     this.#settleMany = settleMany;
     this.#maxBatch = maxBatch;
     this.#maxConcurrentCalls = maxConcurrentCalls;
     this.#onSettled = onSettled;
+    this.#retry = retry;
   }
 
   /** Settles queued but not yet sent. */
@@ -50,10 +85,15 @@ export class SettleBatcher {
     return this.#queue.length;
   }
 
+  /** Failed settles waiting for their retry delay. */
+  get retryingCount(): number {
+    return this.#waiting.size;
+  }
+
   /** Resolves when the settle is durable; rejects with the `RheoError` of this op (or of the whole call). */
   settle(op: SettleRequest): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ op, resolve, reject });
+      this.#queue.push({ op, resolve, reject, failures: 0 });
       if (this.#queue.length >= this.#maxBatch) this.flush();
       else this.#scheduled ??= setImmediate(() => this.flush());
     });
@@ -76,13 +116,22 @@ export class SettleBatcher {
     }
   }
 
-  /** Flushes and resolves when every settle sent so far has an answer. */
+  /** Flushes and resolves when every settle sent so far has an answer (retries included). */
   async idle(): Promise<void> {
     this.flush();
-    while (this.#inFlight.size > 0 || this.#queue.length > 0) {
-      await Promise.allSettled([...this.#inFlight]);
+    while (this.#inFlight.size > 0 || this.#queue.length > 0 || this.#waiting.size > 0) {
+      await Promise.race([Promise.allSettled([...this.#inFlight]), ...[...this.#waiting].map((w) => w.requeued)]);
       this.flush();
     }
+  }
+
+  /**
+   * Sends every settle waiting for a retry now, and answers each failure from
+   * here on without retrying: for a close, which should not wait out backoffs.
+   */
+  stopRetrying(): void {
+    this.#lastTries = true;
+    for (const waiting of [...this.#waiting]) waiting.requeue();
   }
 
   async #send(batch: Pending[]): Promise<void> {
@@ -94,14 +143,32 @@ export class SettleBatcher {
         error instanceof RheoError
           ? error
           : new RheoError('internal', `settle failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
-      for (const p of batch) this.#answer(p, failure);
+      for (const p of batch) this.#failed(p, failure);
       return;
     }
     for (let i = 0; i < batch.length; i++) {
       const result = results[i];
       if (result?.ok) this.#answer(batch[i]!, null);
-      else this.#answer(batch[i]!, result?.error ?? new RheoError('internal', 'settleMany returned too few results'));
+      else this.#failed(batch[i]!, result?.error ?? new RheoError('internal', 'settleMany returned too few results'));
     }
+  }
+
+  #failed(p: Pending, error: RheoError): void {
+    const delayMs = this.#retry && !this.#lastTries ? this.#retry.delayMs(p.op, error, p.failures + 1) : null;
+    if (delayMs === null || this.#retry === null) return this.#answer(p, error);
+    p.failures++;
+    let requeue!: () => void;
+    const requeued = new Promise<void>((resolve) => {
+      requeue = () => {
+        if (!this.#waiting.delete(waiting)) return;
+        waiting.timer.cancel();
+        this.#queue.push(p);
+        resolve();
+        this.#scheduled ??= setImmediate(() => this.flush());
+      };
+    });
+    const waiting: Waiting = { pending: p, timer: this.#retry.timers.schedule(delayMs, () => requeue()), requeued, requeue };
+    this.#waiting.add(waiting);
   }
 
   #answer(p: Pending, error: RheoError | null): void {

@@ -26,25 +26,43 @@ for (const factory of backendFactories) {
       expect(consumer.stats()).toMatchObject({ fetchErrors: 4, backoffMs: 0 });
     });
 
-    it.each(['ambiguous', 'backend_unavailable'] as const)(
-      'an ack failing with %s is not nacked: the lease is left to expire',
-      async (code) => {
-        const { rheo, stream, group, consume, faulty, clock } = fx();
-        const leaseMs = 1000;
-        await rheo.append(stream, { payload: { n: 1 } });
-        faulty.fail('settle', code, { kinds: ['ack'] });
-        const consumer = consume({ leaseMs, handler: () => 'ack' });
-        const failure = await nextEvent(consumer, 'settle-error');
-        expect(failure).toMatchObject({ op: 'ack', sequence: 1 });
-        expect(failure.error.code).toBe(code);
-        await consumer.stop();
-        expect(faulty.settlesOf(0, 1).map((s) => s.kind)).toEqual(['ack']); // no nack after it
-        expect(await rheo.fetch(stream, group)).toEqual([]); // still leased, not redelivered early
-        clock.advance(leaseMs);
-        const [again] = await rheo.fetch(stream, group);
-        expect(again?.attempt).toBe(2);
-      },
-    );
+    it('an ack failing with ambiguous is neither nacked nor retried: the lease is left to expire', async () => {
+      const { rheo, stream, group, consume, faulty, clock } = fx();
+      const leaseMs = 1000;
+      await rheo.append(stream, { payload: { n: 1 } });
+      faulty.fail('settle', 'ambiguous', { kinds: ['ack'] });
+      const consumer = consume({ leaseMs, handler: () => 'ack' });
+      const failure = await nextEvent(consumer, 'settle-error');
+      expect(failure).toMatchObject({ op: 'ack', sequence: 1 });
+      expect(failure.error.code).toBe('ambiguous');
+      await consumer.stop();
+      expect(faulty.settlesOf(0, 1).map((s) => s.kind)).toEqual(['ack']); // no nack, no second ack
+      expect(await rheo.fetch(stream, group)).toEqual([]); // still leased, not redelivered early
+      clock.advance(leaseMs);
+      const [again] = await rheo.fetch(stream, group);
+      expect(again?.attempt).toBe(2);
+    });
+
+    it('an ack failing with backend_unavailable (nothing written) is sent again and lands: no redelivery', async () => {
+      const { rheo, stream, group, consume, faulty, clock } = fx();
+      const leaseMs = 60_000;
+      await rheo.append(stream, { payload: { n: 1 } });
+      faulty.fail('settle', 'backend_unavailable', { kinds: ['ack'], times: 2 });
+      const consumer = consume({ leaseMs, handler: () => 'ack' });
+      const settleErrors: unknown[] = [];
+      consumer.on('settle-error', (info) => settleErrors.push(info));
+      await waitFor(() => consumer.stats().acked === 1, 'the retried ack landed');
+      await consumer.stop();
+      expect(settleErrors).toEqual([]);
+      expect(faulty.settlesOf(0, 1).map((s) => [s.kind, s.code])).toEqual([
+        ['ack', 'backend_unavailable'],
+        ['ack', 'backend_unavailable'],
+        ['ack', null],
+      ]);
+      clock.advance(leaseMs);
+      expect(await rheo.fetch(stream, group)).toEqual([]);
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
 
     it('an ambiguous ack that did land stays acked: nothing comes back after expiry', async () => {
       const { rheo, stream, group, consume, faulty, clock } = fx();
@@ -81,7 +99,7 @@ for (const factory of backendFactories) {
       expect(consumer.stats()).toMatchObject({ settleErrors: 1, retried: 1, acked: 1 });
     });
 
-    it('a whole settle call failing with backend_unavailable leaves every lease of the batch to expire', async () => {
+    it('settle calls failing with backend_unavailable until the leases would expire leave them to expire', async () => {
       const { rheo, stream, group, consume, faulty, clock } = fx();
       await rheo.appendBatch(stream, Array.from({ length: 3 }, (_, n) => ({ payload: { n } })));
       faulty.fail('settle', 'backend_unavailable', { wholeCall: true, times: Infinity });
@@ -90,6 +108,9 @@ for (const factory of backendFactories) {
       faulty.clear('settle');
       await consumer.stop();
       expect(faulty.settles.every((s) => s.kind === 'ack')).toBe(true);
+      // Sent again after about 100, 200, 400 and 800 ms; the next wait (about
+      // 1600 ms) would end past the 1000 ms lease, so each ack went 5 times.
+      for (const sequence of [1, 2, 3]) expect(faulty.settlesOf(0, sequence)).toHaveLength(5);
       clock.advance(1000);
       const again = await rheo.fetch(stream, group);
       expect(again.map((l) => l.attempt)).toEqual([2, 2, 2]);

@@ -1,4 +1,6 @@
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo } from '../../src/rheo.js';
 import { FaultLoop, type CallReport } from '../support/fault-loop.js';
 import { databaseUrl, makeTestBackend, sharedPool } from '../support/postgres.js';
@@ -67,5 +69,26 @@ describe('postgres connections terminated under load', () => {
     const failed = await killRepeatedly('borrowed', ['lag', 'append', 'fetch']);
     expect(failed.length).toBeGreaterThan(0);
     for (const call of failed) expect(['backend_unavailable', 'ambiguous'], call.name).toContain(call.code);
+  });
+
+  it("rheo adds no 'error' listener to a borrowed pool, and takes its own off the clients it returns", async () => {
+    const owner = await makeTestBackend();
+    const pool = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
+    const mine = (): void => {};
+    pool.on('error', mine);
+    const rheo = createRheo({ backend: postgresBackend({ pool }, { schema: owner.schema }) });
+    try {
+      await rheo.createStream('s');
+      await rheo.listStreams();
+      expect(pool.listeners('error')).toEqual([mine]);
+      // The pool's one client, which rheo used and returned: checked out here, pg-pool has
+      // taken its own idle listener off, so any listener left would be one rheo forgot.
+      const client = await pool.connect();
+      expect(client.listenerCount('error')).toBe(0);
+      client.release();
+    } finally {
+      await rheo.close();
+      await pool.end();
+    }
   });
 });

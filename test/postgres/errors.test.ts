@@ -202,6 +202,17 @@ describe('postgres error classification', () => {
     }
   });
 
+  it('reserved schema names (pg_*, information_schema) are rejected when the backend is built', () => {
+    for (const schema of ['pg_catalog', 'pg_toast', 'pg_rheo', 'information_schema']) {
+      expect(() => postgresBackend({ pool: sharedPool() }, { schema })).toThrow(
+        expect.objectContaining({ code: 'invalid_argument', message: expect.stringContaining('reserved') }),
+      );
+    }
+    // Names that merely contain those words are fine.
+    expect(postgresBackend({ pool: sharedPool() }, { schema: 'rheo_pg_' }).schema).toBe('rheo_pg_');
+    expect(postgresBackend({ pool: sharedPool() }, { schema: 'information_schema2' }).schema).toBe('information_schema2');
+  });
+
   it('a borrowed pool is never ended; close() is idempotent and later calls are closed', async () => {
     const pool = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
     const backend = postgresBackend({ pool }, { schema: uniqueSchema() });

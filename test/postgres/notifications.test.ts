@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import type { Lease } from '../../src/core/types.js';
 import { createRheo } from '../../src/rheo.js';
+import { readOne } from '../streams/support/wait.js';
 import { databaseUrl, makeTestBackend, sharedPool } from '../support/postgres.js';
 
 /** Polls (bounded) for this backend's LISTEN connection; returns its pid. */
@@ -67,6 +69,32 @@ describe('postgres notifications', () => {
       expect(await woken).toBe(true);
     } finally {
       await producer.close();
+    }
+  });
+
+  it('an idle producer is still woken by an append after its LISTEN connection was terminated twice', async () => {
+    const waiter = await makeTestBackend();
+    const rheo = createRheo({ backend: waiter });
+    const other = createRheo({ backend: postgresBackend({ connectionString: databaseUrl(), poolConfig: { max: 1 } }, { schema: waiter.schema }) });
+    // A poll far longer than the test: only a notification (or the reconnect's wake-up) can wake it.
+    const producer = rheo.producer({ stream: 's', group: 'g', maxDemand: 1, pollMs: 3_600_000 });
+    try {
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const first = readOne<Lease>(producer);
+      let pid = await listenerPid(waiter.schema);
+      for (let kill = 0; kill < 2; kill++) {
+        await sharedPool().query('SELECT pg_terminate_backend($1)', [pid]);
+        pid = await listenerPid(waiter.schema, pid);
+      }
+      // Appended by another backend: nothing wakes the producer locally, only the NOTIFY through the new LISTEN.
+      await other.append('s', { payload: 'after the kills' });
+      const lease = await first;
+      expect(lease.event.payload).toBe('after the kills');
+      await producer.ack(lease);
+    } finally {
+      await producer.close();
+      await other.close();
     }
   });
 

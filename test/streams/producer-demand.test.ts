@@ -103,8 +103,8 @@ for (const factory of backendFactories) {
       await fx().append(1);
       const producer = fx().producer({ maxDemand: 1 });
       const lease = await readOne<Lease>(producer);
-      faulty.fail('settle', 'backend_unavailable', { wholeCall: true });
-      await expect(producer.ack(lease)).rejects.toMatchObject({ code: 'backend_unavailable' });
+      faulty.fail('settle', 'ambiguous', { wholeCall: true });
+      await expect(producer.ack(lease)).rejects.toMatchObject({ code: 'ambiguous' });
       expect(producer.inflightCount).toBe(0);
       expect(producer.holds(lease.leaseId)).toBe(false);
     });

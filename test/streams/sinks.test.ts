@@ -47,7 +47,7 @@ for (const factory of backendFactories) {
     it('reports a failed settle as an event and keeps going', async () => {
       const { faulty } = fx();
       await fx().append(3);
-      faulty.fail('settle', 'backend_unavailable', { wholeCall: true });
+      faulty.fail('settle', 'ambiguous', { wholeCall: true });
       const producer = fx().producer({ maxDemand: 1 });
       const errors: SettleErrorInfo<unknown>[] = [];
       let handled = 0;
@@ -60,7 +60,7 @@ for (const factory of backendFactories) {
       sink.on('settle-error', (info) => errors.push(info));
       await pipeline(producer, sink);
       expect(handled).toBe(3);
-      expect(errors.map((e) => [e.op, e.error.code, e.lease.event.sequence])).toEqual([['ack', 'backend_unavailable', 1]]);
+      expect(errors.map((e) => [e.op, e.error.code, e.lease.event.sequence])).toEqual([['ack', 'ambiguous', 1]]);
       expect(faulty.settles.filter((s) => s.ok).map((s) => s.sequence)).toEqual([2, 3]);
     });
 

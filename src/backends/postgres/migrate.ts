@@ -17,16 +17,30 @@ const MIGRATE_LOCK_KEY = 0x72686530; // "rhe0"
 export async function migrate(db: Database, schema: string, quotedSchema: string): Promise<void> {
   await db.transaction({ action: `migrate schema "${schema}"`, writes: true }, async (tx) => {
     await txQuery(tx, 'SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [MIGRATE_LOCK_KEY, schema]);
-    await txQuery(tx, `CREATE SCHEMA IF NOT EXISTS ${quotedSchema}`, []);
-    await txQuery(
+    // DDL only for what is missing: CREATE SCHEMA IF NOT EXISTS checks the
+    // database's CREATE privilege before it looks, so on an up-to-date schema
+    // it would refuse a role that holds only the runtime privileges (README).
+    // The catalogs are readable by every role; under the lock nothing else
+    // creates them between this look and the CREATEs.
+    const [found] = await txQuery<{ schema_exists: boolean; ledger_exists: boolean }>(
       tx,
-      `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (
-         version    integer PRIMARY KEY,
-         name       text NOT NULL,
-         applied_at timestamptz NOT NULL DEFAULT now()
-       )`,
-      [],
+      `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1) AS schema_exists,
+              EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                      WHERE n.nspname = $1 AND c.relname = 'migrations') AS ledger_exists`,
+      [schema],
     );
+    if (!found?.schema_exists) await txQuery(tx, `CREATE SCHEMA IF NOT EXISTS ${quotedSchema}`, []);
+    if (!found?.ledger_exists) {
+      await txQuery(
+        tx,
+        `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (
+           version    integer PRIMARY KEY,
+           name       text NOT NULL,
+           applied_at timestamptz NOT NULL DEFAULT now()
+         )`,
+        [],
+      );
+    }
     const [row] = await txQuery<{ version: number | null }>(
       tx,
       `SELECT max(version) AS version FROM ${quotedSchema}.migrations`,

@@ -45,17 +45,28 @@ function queryBody(query: (quotedSchema: string) => string): (quotedSchema: stri
 END`;
 }
 
+/**
+ * `search_path` is fixed on every routine: the bodies name rheo's tables by
+ * schema, and everything else they call (now(), unnest, jsonb operators, ...)
+ * must come from pg_catalog, not from a schema a caller put ahead of it
+ * (`SET search_path = other, pg_catalog`); pg_temp last so no temporary
+ * object can shadow anything either.
+ */
+const OPTIONS = `LANGUAGE plpgsql
+VOLATILE
+SET plan_cache_mode = force_generic_plan
+SET search_path = pg_catalog, pg_temp`;
+
 function routine(key: string, args: string[], returns: string, body: (quotedSchema: string) => string): Routine {
   const signature = `(${args.join(', ')}) RETURNS TABLE (${returns})`;
-  const hash = createHash('sha1').update(signature).update(body(PLACEHOLDER_SCHEMA)).digest('hex').slice(0, 12);
+  // The options are hashed with the body: a routine whose settings changed is a new routine.
+  const hash = createHash('sha1').update(signature).update(OPTIONS).update(body(PLACEHOLDER_SCHEMA)).digest('hex').slice(0, 12);
   const name = `rheo_${key}_${hash}`;
   return {
     name,
     definition: (s) => `
 CREATE OR REPLACE FUNCTION ${s}.${name}${signature}
-LANGUAGE plpgsql
-VOLATILE
-SET plan_cache_mode = force_generic_plan
+${OPTIONS}
 AS $rheo$
 #variable_conflict use_column
 ${body(s)}

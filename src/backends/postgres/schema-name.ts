@@ -15,6 +15,12 @@ export function quoteSchema(schema: unknown): string {
       `postgres schema must match ${SCHEMA_RE.source} (lowercase letters, digits, underscores; at most 63), got ${describe(schema)}`,
     );
   }
+  // PostgreSQL reserves pg_* for system schemas (CREATE SCHEMA refuses them)
+  // and information_schema is the standard's catalog: refused here, before
+  // any statement, rather than failing or writing into a catalog at migrate().
+  if (schema.startsWith('pg_') || schema === 'information_schema') {
+    throw invalidArgument(`postgres schema ${describe(schema)} is reserved by PostgreSQL; choose another name`);
+  }
   return `"${schema}"`;
 }
 

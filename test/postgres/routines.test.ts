@@ -1,0 +1,46 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { ROUTINES } from '../../src/backends/postgres/routines.js';
+import { createRheo } from '../../src/rheo.js';
+import { databaseUrl, makeTestBackend, sharedPool, uniqueSchema } from '../support/postgres.js';
+
+describe('postgres routines', () => {
+  it('every rheo function runs with a fixed search_path', async () => {
+    const backend = await makeTestBackend();
+    const { rows } = await sharedPool().query<{ proname: string; proconfig: string[] | null }>(
+      `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
+      [backend.schema],
+    );
+    expect(rows.map((r) => r.proname).sort()).toEqual(ROUTINES.map((r) => r.name).sort());
+    for (const row of rows) expect(row.proconfig).toContain('search_path=pg_catalog, pg_temp');
+  });
+
+  it("a caller's search_path cannot redirect what the claim calls", async () => {
+    // A schema that shadows now() and comes before pg_catalog in the pool's search_path.
+    const shadow = uniqueSchema('shadow');
+    await sharedPool().query(`CREATE SCHEMA "${shadow}"`);
+    await sharedPool().query(
+      `CREATE FUNCTION "${shadow}".now() RETURNS timestamptz LANGUAGE sql AS $$ SELECT timestamptz '2001-01-01 00:00:00+00' $$`,
+    );
+    const pool = new pg.Pool({ connectionString: databaseUrl(), max: 2, options: `-c search_path=${shadow},pg_catalog` });
+    pool.on('error', () => {});
+    const owner = await makeTestBackend();
+    const rheo = createRheo({ backend: postgresBackend({ pool }, { schema: owner.schema }) });
+    try {
+      const { rows } = await pool.query<{ year: number }>('SELECT extract(year FROM now())::int AS year');
+      expect(rows[0]?.year).toBe(2001); // the shadow is live for ordinary statements on this pool
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await rheo.append('s', { payload: 1 });
+      const before = Date.now();
+      const [lease] = await rheo.fetch('s', 'g', { leaseMs: 60_000 });
+      // Claimed at the database's real time (the test database runs on this machine), not in 2001.
+      expect(Math.abs(lease!.leasedAt.getTime() - before)).toBeLessThan(24 * 3600_000);
+      expect(lease!.expiresAt.getTime() - lease!.leasedAt.getTime()).toBe(60_000);
+    } finally {
+      await rheo.close();
+      await pool.end();
+    }
+  });
+});
