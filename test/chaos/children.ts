@@ -35,7 +35,8 @@ export class ChaosChild {
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     this.process.stdout?.on('data', (chunk: Buffer) => (this.#stdout = (this.#stdout + chunk.toString()).slice(-4000)));
-    this.process.stderr?.on('data', (chunk: Buffer) => (this.#stderr = (this.#stderr + chunk.toString()).slice(-4000)));
+    // The head of stderr: an uncaught error prints its name and stack first.
+    this.process.stderr?.on('data', (chunk: Buffer) => (this.#stderr = (this.#stderr + chunk.toString()).slice(0, 6000)));
     this.exited = new Promise((resolve) => {
       this.process.once('exit', (code, signal) => {
         this.#exit = { code, signal };
@@ -93,6 +94,11 @@ export class ChaosChild {
     if (exit.code === 0) return null;
     if (exit.signal === 'SIGKILL' && this.#killedByScenario) return null;
     const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`;
-    return `${this.name} exited with ${how}: ${this.#stderr.trim().split('\n').slice(-6).join(' | ')}`;
+    const trace = this.#stderr
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => /error|^at /i.test(line))
+      .slice(0, 24);
+    return `${this.name} exited with ${how}: ${trace.join(' | ')}`;
   }
 }

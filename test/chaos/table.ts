@@ -13,7 +13,7 @@ const COLUMNS: Array<[string, (r: ScenarioResult) => string]> = [
   ['faults', (r) => String(r.faults)],
   ['append retries', (r) => String(r.appendRetries)],
   ['events/s', (r) => String(Math.round(r.eventsPerSecond))],
-  ['result', (r) => (r.passed ? 'pass' : r.drained ? 'FAIL' : 'FAIL (not drained)')],
+  ['result', (r) => (r.passed ? 'pass' : r.drained ? 'FAIL' : 'FAIL (stalled)')],
 ];
 
 /** The results as one Markdown table (it reads as well in a terminal as in the README). */
@@ -31,7 +31,7 @@ export function formatFailures(results: ScenarioResult[]): string {
   const lines: string[] = [];
   for (const r of results) {
     if (r.passed) continue;
-    lines.push(`${r.name}:${r.drained ? '' : ' the group did not drain in time'}`);
+    lines.push(`${r.name}:${r.drained ? '' : ' the group stopped draining (lag did not shrink)'}`);
     for (const crash of r.crashes) lines.push(`  crash: ${crash}`);
     for (const text of r.examples) lines.push(`  ${text}`);
   }
