@@ -1,0 +1,50 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startThrowawayPostgres, type ThrowawayPostgres } from '../../scripts/throwaway-postgres.js';
+import { bundleChildren, type ChildBundle } from './child-bundle.js';
+import { runScenario } from './scenario.js';
+import { shortChaosScenarios } from './scenarios.js';
+import { formatFailures } from './table.js';
+
+// Its own cluster: the restart scenarios would break every other test file on the shared one.
+// fsync off is enough here: an immediate restart kills server processes, not the machine, so the
+// kernel keeps every write; `npm run chaos` keeps the default durability anyway.
+let cluster: ThrowawayPostgres;
+let workDir: string;
+let children: ChildBundle;
+beforeAll(async () => {
+  [cluster, children] = await Promise.all([
+    startThrowawayPostgres({ durable: false, label: 'rheo-chaos-test', settings: ['max_connections=100'] }),
+    bundleChildren(),
+  ]);
+  workDir = mkdtempSync(join(tmpdir(), 'rheo-chaos-test-'));
+});
+afterAll(() => {
+  cluster?.stop();
+  children?.remove();
+  if (workDir) rmSync(workDir, { recursive: true, force: true });
+});
+
+describe('chaos, short versions of `npm run chaos`', () => {
+  for (const spec of shortChaosScenarios()) {
+    it(`${spec.name}: nothing lost, no stale settle accepted, no sequence gap, no process crash`, { timeout: 120_000 }, async () => {
+      const result = await runScenario({ url: cluster.url(), restart: (mode) => cluster.restart(mode) }, spec, { workDir, children });
+      const failures = formatFailures([result]);
+      expect({ drained: result.drained, lost: result.lost, staleAccepted: result.staleAccepted, gaps: result.gaps, logErrors: result.logErrors, crashes: result.crashes }, failures).toEqual({
+        drained: true,
+        lost: 0,
+        staleAccepted: 0,
+        gaps: 0,
+        logErrors: 0,
+        crashes: [],
+      });
+      expect(result.events).toBe(spec.events);
+      expect(result.handled + result.deadLettered).toBeGreaterThanOrEqual(spec.events);
+      if (spec.fault.kind !== 'none') expect(result.faults).toBeGreaterThan(0);
+      // The paused worker wakes up holding leases that were claimed again: the fence must have said no.
+      if (spec.fault.kind === 'sigstop') expect(result.staleRefused).toBeGreaterThan(0);
+    });
+  }
+});

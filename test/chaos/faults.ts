@@ -1,0 +1,69 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import type pg from 'pg';
+import type { ChaosChild } from './children.js';
+
+/** One kind of fault, struck every `everyMs` while the appenders run. */
+export type Fault =
+  | { kind: 'none' }
+  /** SIGKILL a random worker (it settles and releases nothing) and start a replacement. */
+  | { kind: 'sigkill'; everyMs: number }
+  /** SIGSTOP a random worker for `pauseMs` (longer than the lease), then SIGCONT: it wakes up holding stale leases. */
+  | { kind: 'sigstop'; everyMs: number; pauseMs: number }
+  /** pg_terminate_backend on every connection of the workers and appenders (pool and LISTEN connections alike). */
+  | { kind: 'terminate'; everyMs: number }
+  /** pg_ctl restart -m fast or -m immediate (crash recovery) while everything keeps running. */
+  | { kind: 'restart'; mode: 'fast' | 'immediate'; everyMs: number };
+
+export interface FaultTarget {
+  server: { restart(mode: 'fast' | 'immediate'): void };
+  /** The runner's own pool, used to terminate the others' connections. */
+  pool: pg.Pool;
+  /** application_name of the runner's connections, which are spared. */
+  runnerName: string;
+  /** Workers past their start-up and not dead. */
+  liveWorkers(): ChaosChild[];
+  startWorker(): ChaosChild;
+}
+
+/** Strikes once; `false` when there was nothing to strike (no worker past its start-up). */
+export async function injectFault(fault: Fault, target: FaultTarget): Promise<boolean> {
+  switch (fault.kind) {
+    case 'none':
+      return false;
+    case 'sigkill': {
+      // Only a worker past its start-up holds leases, and one is always left serving the group.
+      const live = target.liveWorkers();
+      if (live.length < 2) return false;
+      pick(live)?.signal('SIGKILL');
+      target.startWorker();
+      return true;
+    }
+    case 'sigstop': {
+      const worker = pick(target.liveWorkers());
+      if (!worker) return false;
+      worker.signal('SIGSTOP');
+      await delay(fault.pauseMs);
+      worker.signal('SIGCONT');
+      return true;
+    }
+    case 'terminate': {
+      const terminated = await target.pool
+        .query<{ n: number }>(
+          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid()
+              AND backend_type = 'client backend' AND application_name <> $1`,
+          [target.runnerName],
+        )
+        .then((r) => (r.rows[0]?.n ?? 0) > 0)
+        .catch(() => false);
+      return terminated;
+    }
+    case 'restart':
+      target.server.restart(fault.mode);
+      return true;
+  }
+}
+
+function pick<T>(items: T[]): T | undefined {
+  return items[Math.floor(Math.random() * items.length)];
+}
