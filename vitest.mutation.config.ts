@@ -1,0 +1,19 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * The vitest run StrykerJS uses (`npm run test:mutation`): only the tests that
+ * exercise the memory backend, the producer, sinks, transforms and consumer,
+ * with no global PostgreSQL setup. RHEO_MEMORY_ONLY drops the postgres entry of
+ * `backendFactories`, so the shared stream and consumer files run on memory.
+ */
+process.env.RHEO_MEMORY_ONLY = '1';
+
+export default defineConfig({
+  test: {
+    include: ['test/memory.test.ts', 'test/unit/**/*.test.ts', 'test/streams/**/*.test.ts', 'test/consumer/**/*.test.ts'],
+    exclude: ['test/consumer/crash.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: 'forks',
+  },
+});
