@@ -41,4 +41,16 @@ describe('memory GroupPartition', () => {
     expect(reclaimed).toEqual(held.map((d) => d.sequence));
     expect(part.frontier()).toBe(0);
   });
+
+  it('reports the cursor as the frontier when a replay moved the cursor below an open delivery', () => {
+    const part = new GroupPartition(0);
+    const leased = Array.from({ length: 8 }, () => claim(part, 0, 30_000, 8));
+    for (const d of leased.slice(0, 7)) part.close(d);
+    expect(part.frontier()).toBe(7);
+    // What replay fromSequence 3 does: the cursor goes back, the held lease on 8 stays open.
+    part.cursor = 2;
+    expect(part.frontier()).toBe(2);
+    expect(claim(part, 0, 30_000, 8).sequence).toBe(3);
+    expect(part.frontier()).toBe(2);
+  });
 });
