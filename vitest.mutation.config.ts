@@ -12,7 +12,7 @@ export default defineConfig({
   test: {
     include: ['test/memory.test.ts', 'test/unit/**/*.test.ts', 'test/streams/**/*.test.ts', 'test/consumer/**/*.test.ts'],
     exclude: ['test/consumer/crash.test.ts'],
-    testTimeout: 30_000,
+    testTimeout: 15_000,
     hookTimeout: 60_000,
     pool: 'forks',
   },
