@@ -31,7 +31,9 @@ export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagRepo
   const partitions: Record<number, PartitionLag> = {};
   let total = 0;
   for (const row of rows) {
-    const frontier = row.min_open === null ? row.cursor : row.min_open - 1;
+    // A replay moves the cursor back below deliveries that stay open, so the
+    // lowest open sequence alone can sit above sequences not offered again yet.
+    const frontier = row.min_open === null ? row.cursor : Math.min(row.min_open - 1, row.cursor);
     const lag = Math.max(0, row.high_watermark - frontier);
     total += lag;
     partitions[row.partition] = {
