@@ -3,6 +3,13 @@
 // surviving mutants judged equivalent.
 // scripts/mutation.sh runs one area at a time through RHEO_MUTATION_AREA.
 const areas = {
+  // The memory backend's data structures (without the facade-facing backend class).
+  'memory-structures': [
+    'src/backends/memory/group-partition.ts',
+    'src/backends/memory/min-heap.ts',
+    'src/backends/memory/dead-letter-list.ts',
+    'src/backends/memory/stream-log.ts',
+  ],
   memory: ['src/backends/memory/**/*.ts'],
   producer: ['src/producer/**/*.ts'],
   consumer: ['src/consumer/**/*.ts'],
@@ -17,8 +24,8 @@ export default {
   testRunner: 'vitest',
   vitest: { configFile: 'vitest.mutation.config.ts' },
   mutate: area === 'all' ? Object.values(areas).flat() : areas[area],
-  // Two cores shared with other work: one sandbox at a time.
-  concurrency: 1,
+  // Two cores shared with other work: at most two sandboxes (RHEO_MUTATION_CONCURRENCY=1 for one).
+  concurrency: Number(process.env.RHEO_MUTATION_CONCURRENCY ?? 2),
   coverageAnalysis: 'perTest',
   // A mutant that hangs a test is a timeout (counted as detected): keep the
   // wait short, since with one sandbox every timeout stalls the whole run.
