@@ -53,4 +53,33 @@ describe('memory GroupPartition', () => {
     expect(claim(part, 0, 30_000, 8).sequence).toBe(3);
     expect(part.frontier()).toBe(2);
   });
+
+  it('counts leased deliveries through reclaim, nack, reopen and close', () => {
+    const part = new GroupPartition(0);
+    const a = claim(part, 0, 1000, 3);
+    const b = claim(part, 0, 1000, 3);
+    expect(part.leasedCount).toBe(2);
+    // Both expire; the lowest is reclaimed, and still counts once.
+    const again = claim(part, 1000, 2000, 3);
+    expect([again.sequence, again.attempt, part.leasedCount]).toEqual([1, 2, 2]);
+    expect(again).toBe(a);
+    part.makePending(b, 1000);
+    expect(part.leasedCount).toBe(1);
+    part.makePending(b, 1000); // already pending
+    expect(part.leasedCount).toBe(1);
+    part.close(b);
+    expect(part.leasedCount).toBe(1);
+    part.close(a);
+    expect([part.leasedCount, part.open.size, part.frontier()]).toEqual([0, 0, 2]);
+    part.reopen(1, 2000);
+    expect([part.leasedCount, part.open.get(1)?.state, part.open.get(1)?.attempt, part.frontier()]).toEqual([0, 'pending', 0, 0]);
+  });
+
+  it('reopen leaves an open delivery as it is', () => {
+    const part = new GroupPartition(0);
+    const d = claim(part, 0, 1000, 1);
+    part.reopen(1, 0);
+    expect([d.state, d.attempt, d.leaseId, part.leasedCount]).toEqual(['leased', 1, 'lease-1-0', 1]);
+    expect(part.nextClaimable(999, 1)).toBeNull();
+  });
 });
