@@ -62,7 +62,8 @@ describe('memory DeadLetterList', () => {
   it('pages every entry exactly once when walked with after = the last id of each page', () => {
     const list = new DeadLetterList();
     for (let id = 1; id <= 200; id++) list.add(entry(id));
-    for (let id = 1; id <= 200; id += 2) list.remove(entry(id));
+    // Two of every three go: the list compacts its order on the way.
+    for (let id = 1; id <= 200; id++) if (id % 3 !== 0) list.remove(entry(id));
     const walked: number[] = [];
     for (let after = 0; ; ) {
       const page = list.page(after, 7);
@@ -70,7 +71,7 @@ describe('memory DeadLetterList', () => {
       walked.push(...page.map((e) => e.id));
       after = page.at(-1)!.id;
     }
-    expect(walked).toEqual(Array.from({ length: 100 }, (_, i) => 2 * (i + 1)));
+    expect(walked).toEqual(Array.from({ length: 66 }, (_, i) => 3 * (i + 1)));
   });
 
   it('clear forgets everything', () => {
