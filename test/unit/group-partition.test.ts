@@ -85,8 +85,9 @@ describe('memory GroupPartition', () => {
 
   it('a shorter nack delay on a later nack makes that delivery claimable first', () => {
     const part = new GroupPartition(0);
-    const one = claim(part, 0, 1000, 2);
-    const two = claim(part, 0, 1000, 2);
+    // Long leases, so their own (now stale) expiry entries sort last.
+    const one = claim(part, 0, 100_000, 2);
+    const two = claim(part, 0, 100_000, 2);
     part.makePending(one, 5000);
     part.makePending(two, 1000);
     expect(part.nextClaimable(999, 2)).toBeNull();

@@ -33,4 +33,11 @@ describe('MinHeap', () => {
       { numRuns: 100 },
     );
   });
+
+  it('restores order at the root when retain drops the minimum', () => {
+    const heap = new MinHeap<number>((a, b) => a < b);
+    for (const v of [1, 4, 2]) heap.push(v);
+    heap.retain((v) => v % 2 === 0);
+    expect([heap.peek(), heap.pop(), heap.pop(), heap.pop()]).toEqual([2, 2, 4, undefined]);
+  });
 });
