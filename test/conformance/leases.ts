@@ -180,6 +180,27 @@ export function registerLeaseTests(makeBackend: BackendFactory): void {
       expect(again!.attempt).toBe(2);
     });
 
+    // PostgreSQL keeps a first delivery in a lease range and a redelivery as a
+    // row of its own: the delay must hold on both shapes.
+    for (const how of ['nack', 'expiry'] as const) {
+      it(`nack with delayMs at attempt 2 (after ${how}) hides the delivery until the delay has passed`, async () => {
+        const { rheo, clock } = fx();
+        const first = await oneLease(rheo);
+        if (how === 'nack') await rheo.nack(first);
+        else clock.advance(30_000);
+        const [second] = await rheo.fetch('s', 'g', { leaseMs: 30_000 });
+        expect(second!.attempt).toBe(2);
+        await rheo.nack(second!, 'later', { delayMs: 5000 });
+        clock.advance(4999);
+        expect(await rheo.fetch('s', 'g')).toEqual([]);
+        expect((await rheo.groupInfo('s', 'g')).inflight).toBe(0);
+        clock.advance(1);
+        const [third] = await rheo.fetch('s', 'g');
+        expect(third!.attempt).toBe(3);
+        expect(third!.event.id).toBe(first.event.id);
+      });
+    }
+
     it('a delayed delivery does not block later sequences', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

@@ -277,6 +277,26 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect(await rheo.deadLetters('s', 'g')).toEqual([]);
     });
 
+    it('fromSequence below a held lease puts the frontier at the replay point, not below the held lease', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 8);
+      const leases = await rheo.fetch('s', 'g', { limit: 8 });
+      await rheo.ackMany(leases.slice(0, 7));
+      expect(await frontiers(rheo, 's', 'g')).toEqual([7]);
+      await rheo.replay('s', 'g', { fromSequence: 3 });
+      // 3..7 are open again and 8 is still held: nothing above 2 is terminal.
+      expect(await frontiers(rheo, 's', 'g')).toEqual([2]);
+      expect((await rheo.lag('s', 'g')).lag).toBe(6);
+      const again = await rheo.fetch('s', 'g', { limit: 10 });
+      expect(sequences(again)).toEqual([3, 4, 5, 6, 7]);
+      await rheo.ackMany(again.slice(0, 2));
+      expect(await frontiers(rheo, 's', 'g')).toEqual([4]);
+      await rheo.ackMany([...again.slice(2), leases[7]!]);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([8]);
+    });
+
     it('a fromSequence beyond anything consumed changes nothing', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
 import { createRheo } from '../../src/rheo.js';
 import { backendFactories } from '../support/backends.js';
+import { ManualTimers } from '../streams/support/manual-timers.js';
 import { deferred, nextEvent, record, useConsumerFixture, waitFor } from './harness.js';
 
 for (const factory of backendFactories) {
@@ -94,12 +95,20 @@ for (const factory of backendFactories) {
       expect(never.stats()).toMatchObject({ state: 'stopped', handled: 0 });
     });
 
-    it('stops by itself when rheo is closed under it', async () => {
-      const { rheo, consume } = fx();
-      const consumer = consume({ handler: () => 'ack' });
+    it('stops by itself when rheo is closed under it: nothing is held and no timer is left to fetch or renew', async () => {
+      const { rheo, stream, consume, faulty, clock } = fx();
+      await rheo.append(stream, { payload: { n: 1 } });
+      const timers = new ManualTimers(clock);
+      const consumer = consume({ timers, handler: () => 'ack' });
+      await nextEvent(consumer, 'ack');
       await rheo.close();
       await consumer.done;
-      expect(consumer.state).toBe('stopped');
+      expect(consumer.stats()).toMatchObject({ state: 'stopped', held: 0, inflight: 0 });
+      expect(timers.pendingDelays()).toEqual([]);
+      const calls = { ...faulty.calls };
+      timers.advance(3_600_000);
+      for (let i = 0; i < 20; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(faulty.calls).toEqual(calls);
     });
   });
 }

@@ -42,6 +42,27 @@ for (const factory of backendFactories) {
       expect(consumer.stats()).toMatchObject({ retried: 1, acked: 1, handled: 2 });
     });
 
+    it('{ retry, delayMs } on a second attempt also holds the event back until the delay has passed', async () => {
+      const { rheo, stream, consume, faulty, clock } = fx();
+      await rheo.append(stream, { payload: { n: 1 } });
+      const attempts: number[] = [];
+      const consumer = consume({
+        handler: (_event, { attempt }) => {
+          attempts.push(attempt);
+          if (attempt === 1) return { retry: 'at once' };
+          return attempt === 2 ? { retry: 'not yet', delayMs: 60_000 } : 'ack';
+        },
+      });
+      const retried = await nextEvent(consumer, 'retry', (r) => r.attempt === 2);
+      expect(retried).toMatchObject({ reason: 'not yet', delayMs: 60_000 });
+      const fetches = faulty.calls.fetch;
+      await waitFor(() => faulty.calls.fetch >= fetches + 3, 'three more fetches');
+      expect(attempts).toEqual([1, 2]);
+      clock.advance(60_000);
+      await waitFor(() => consumer.stats().acked === 1, 'the third attempt acked');
+      expect(attempts).toEqual([1, 2, 3]);
+    });
+
     it('{ reject } dead-letters at once with the reason', async () => {
       const { rheo, stream, group, consume } = fx();
       await rheo.append(stream, { payload: { n: 1 } });

@@ -22,7 +22,7 @@ function runChild(args: string[]): Promise<string[]> {
 }
 
 describe('postgres across processes', () => {
-  it('three processes consume one group over 3,000 events: each acked exactly once, frontier = high watermark', { timeout: 120_000 }, async () => {
+  it('three processes consume one group over 3,000 events: each handed to exactly one handler once, frontier = high watermark', { timeout: 120_000 }, async () => {
     const backend = await makeTestBackend();
     const rheo = createRheo({ backend });
     await rheo.createStream('s', { partitions: 3 });

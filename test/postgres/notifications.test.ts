@@ -28,8 +28,15 @@ describe('postgres notifications', () => {
       await producer.createStream('other');
       await waiter.listen();
       expect(await waiter.waitForAppend('s', 50)).toBe(false);
-      const woken = waiter.waitForAppend('s', 20_000);
-      await producer.append('other', { payload: 0 }); // a different stream does not wake it
+      let sWoken = false;
+      const woken = waiter.waitForAppend('s', 20_000).then((result) => (sWoken = result));
+      const otherWoken = waiter.waitForAppend('other', 20_000);
+      await producer.append('other', { payload: 0 });
+      // Both waiters hang on one LISTEN connection, which delivers in order: once
+      // the 'other' waiter has woken, a wrong wake-up of 's' would have happened.
+      expect(await otherWoken).toBe(true);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(sWoken).toBe(false);
       await producer.append('s', { payload: 1 });
       expect(await woken).toBe(true);
       const controller = new AbortController();

@@ -61,6 +61,27 @@ for (const factory of backendFactories) {
       expect(producer.inflightCount).toBe(0);
     });
 
+    it('below the cap, waits until minDemand slots are free and then fills them in one fetch', async () => {
+      const { faulty } = fx();
+      await fx().append(20);
+      const producer = fx().producer({ maxDemand: 8, minDemand: 3 });
+      const limits: number[] = [];
+      producer.on('fetched', ({ count }) => limits.push(count));
+      const held: Lease[] = [];
+      for (let i = 0; i < 8; i++) held.push(await readOne<Lease>(producer));
+      await until(() => producer.inflightCount === 8, 'eight leases are held');
+      const fetchesAtCap = faulty.calls.fetch;
+      await producer.ack(held[0]!);
+      await producer.ack(held[1]!);
+      for (let i = 0; i < 20; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(faulty.calls.fetch).toBe(fetchesAtCap); // two free slots are below minDemand
+      expect(producer.inflightCount).toBe(6);
+      await producer.ack(held[2]!);
+      await until(() => producer.inflightCount === 8, 'three slots refilled');
+      expect(faulty.calls.fetch).toBe(fetchesAtCap + 1);
+      expect(limits).toEqual([8, 3]);
+    });
+
     it('coalesces settles issued together into one settleMany call', async () => {
       const { faulty, rheo, stream, group } = fx();
       await fx().append(12);

@@ -53,8 +53,17 @@ for (const factory of backendFactories) {
       const producer = fx().producer({ pollMs: 1000 });
       producer.read(0);
       await nextEventLoopUntil(() => faulty.calls.fetch === 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
+      expect(timers.pendingDelays({ keepAlive: true })).toEqual([1000]);
+      // Nothing fetches again before the poll is due, however many turns pass.
+      timers.advance(999);
+      for (let i = 0; i < 20; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(faulty.calls.fetch).toBe(1);
+      timers.advance(1);
+      await nextEventLoopUntil(() => faulty.calls.fetch === 2 && timers.pendingDelays({ keepAlive: true }).length === 1);
+      // Still empty: the second fetch leaves the next poll behind.
+      expect(timers.pendingDelays({ keepAlive: true })).toEqual([1000]);
       timers.advance(1000);
-      await nextEventLoopUntil(() => faulty.calls.fetch >= 2);
+      await nextEventLoopUntil(() => faulty.calls.fetch === 3);
     });
   });
 }

@@ -18,7 +18,16 @@ export interface BackendFactory {
  * Postgres backends get a fresh schema each on a per-file pool; schemas are
  * dropped and backends closed after the file.
  */
-export const backendFactories: BackendFactory[] = [
+const allFactories: BackendFactory[] = [
   { name: 'memory', make: async (clock) => memoryBackend({ clock }) },
   { name: 'postgres', make: (clock) => makeTestBackend(clock) },
 ];
+
+/**
+ * Mutation testing (vitest.mutation.config.ts) sets RHEO_MEMORY_ONLY so every
+ * mutant is judged by the memory runs alone: no PostgreSQL cluster to start,
+ * and a mutant in `src/backends/memory` is never "killed" by a timeout on a
+ * backend it does not touch.
+ */
+export const backendFactories: BackendFactory[] =
+  process.env.RHEO_MEMORY_ONLY === '1' ? allFactories.filter((f) => f.name === 'memory') : allFactories;

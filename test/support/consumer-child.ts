@@ -2,7 +2,9 @@
  * A consumer process for test/postgres/multiprocess.test.ts:
  *   node --import tsx test/support/consumer-child.ts <url> <schema> <stream> <group> <total>
  * Fetches and acks until the group's lag is 0 with `total` events appended,
- * then prints one JSON line: the `partition:sequence` of every event it acked.
+ * then prints one JSON line: the `partition:sequence` of every lease it was
+ * handed (each one is a handler run, whether or not its ack then succeeded:
+ * a duplicate whose second ack is fenced is still a duplicate).
  */
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo } from '../../src/rheo.js';
@@ -15,7 +17,7 @@ if (!url || !schema || !stream || !group || !totalText) {
 const total = Number(totalText);
 
 const rheo = createRheo({ backend: postgresBackend({ connectionString: url, poolConfig: { max: 2 } }, { schema }) });
-const acked: string[] = [];
+const handled: string[] = [];
 try {
   for (;;) {
     const leases = await rheo.fetch(stream, group, { limit: 20, consumerId: `pid-${process.pid}`, leaseMs: 300_000 });
@@ -26,12 +28,12 @@ try {
       await rheo.backend.waitForAppend?.(stream, 50);
       continue;
     }
+    for (const lease of leases) handled.push(`${lease.event.partition}:${lease.event.sequence}`);
     const results = await rheo.ackMany(leases);
-    leases.forEach((lease, i) => {
-      if (results[i]?.ok) acked.push(`${lease.event.partition}:${lease.event.sequence}`);
-    });
+    const failed = results.find((r) => !r.ok);
+    if (failed && !failed.ok) throw failed.error;
   }
-  process.stdout.write(`${JSON.stringify(acked)}\n`);
+  process.stdout.write(`${JSON.stringify(handled)}\n`);
 } finally {
   await rheo.close();
 }

@@ -41,4 +41,89 @@ describe('memory GroupPartition', () => {
     expect(reclaimed).toEqual(held.map((d) => d.sequence));
     expect(part.frontier()).toBe(0);
   });
+
+  it('reports the cursor as the frontier when a replay moved the cursor below an open delivery', () => {
+    const part = new GroupPartition(0);
+    const leased = Array.from({ length: 8 }, () => claim(part, 0, 30_000, 8));
+    for (const d of leased.slice(0, 7)) part.close(d);
+    expect(part.frontier()).toBe(7);
+    // What replay fromSequence 3 does: the cursor goes back, the held lease on 8 stays open.
+    part.cursor = 2;
+    expect(part.frontier()).toBe(2);
+    expect(claim(part, 0, 30_000, 8).sequence).toBe(3);
+    expect(part.frontier()).toBe(2);
+  });
+
+  it('counts leased deliveries through reclaim, nack, reopen and close', () => {
+    const part = new GroupPartition(0);
+    const a = claim(part, 0, 1000, 3);
+    const b = claim(part, 0, 1000, 3);
+    expect(part.leasedCount).toBe(2);
+    // Both expire; the lowest is reclaimed, and still counts once.
+    const again = claim(part, 1000, 2000, 3);
+    expect([again.sequence, again.attempt, part.leasedCount]).toEqual([1, 2, 2]);
+    expect(again).toBe(a);
+    part.makePending(b, 1000);
+    expect(part.leasedCount).toBe(1);
+    part.makePending(b, 1000); // already pending
+    expect(part.leasedCount).toBe(1);
+    part.close(b);
+    expect(part.leasedCount).toBe(1);
+    part.close(a);
+    expect([part.leasedCount, part.open.size, part.frontier()]).toEqual([0, 0, 2]);
+    part.reopen(1, 2000);
+    expect([part.leasedCount, part.open.get(1)?.state, part.open.get(1)?.attempt, part.frontier()]).toEqual([0, 'pending', 0, 0]);
+  });
+
+  it('reopen leaves an open delivery as it is', () => {
+    const part = new GroupPartition(0);
+    const d = claim(part, 0, 1000, 1);
+    part.reopen(1, 0);
+    expect([d.state, d.attempt, d.leaseId, part.leasedCount]).toEqual(['leased', 1, 'lease-1-0', 1]);
+    expect(part.nextClaimable(999, 1)).toBeNull();
+  });
+
+  it('a shorter nack delay on a later nack makes that delivery claimable first', () => {
+    const part = new GroupPartition(0);
+    // Long leases, so their own (now stale) expiry entries sort last.
+    const one = claim(part, 0, 100_000, 2);
+    const two = claim(part, 0, 100_000, 2);
+    part.makePending(one, 5000);
+    part.makePending(two, 1000);
+    expect(part.nextClaimable(999, 2)).toBeNull();
+    expect(part.nextClaimable(1000, 2)?.sequence).toBe(2);
+  });
+
+  it('skips a due entry whose delivery changed after it became due (renewed after expiry, or acked)', () => {
+    const part = new GroupPartition(0);
+    claim(part, 0, 1000, 3);
+    const two = claim(part, 0, 1000, 3);
+    const three = claim(part, 0, 1000, 3);
+    // All three expire; the first is reclaimed, the others wait in the ready heap.
+    expect(claim(part, 1000, 10_000, 3).sequence).toBe(1);
+    part.renew(two, 3000);
+    part.close(three);
+    expect(part.nextClaimable(1000, 3)).toBeNull();
+    expect(part.nextClaimable(3000, 3)?.sequence).toBe(2);
+  });
+
+  it('offers a lower never-offered sequence before a higher due one after the cursor went back', () => {
+    const part = new GroupPartition(0);
+    const leased = [1, 2, 3].map(() => claim(part, 0, 1000, 3));
+    part.close(leased[0]!);
+    part.close(leased[1]!);
+    part.cursor = 0; // replay fromSequence 1; the lease on 3 stays open and expires
+    expect(part.nextClaimable(1000, 3)?.sequence).toBe(1);
+  });
+
+  it('counts every heap entry, stale ones included', () => {
+    const part = new GroupPartition(0);
+    const d = claim(part, 0, 1000, 2);
+    expect(part.heapEntries).toBe(2); // its open sequence and its expiry timer
+    claim(part, 0, 1000, 2);
+    part.nextClaimable(1000, 2); // both expired: both move to the ready heap
+    expect(part.heapEntries).toBe(4);
+    part.renew(d, 2000);
+    expect(part.heapEntries).toBe(5);
+  });
 });

@@ -1,0 +1,25 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * The vitest run StrykerJS uses (`npm run test:mutation`): only the tests that
+ * exercise the memory backend, the producer, sinks, transforms and consumer,
+ * with no global PostgreSQL setup. RHEO_MEMORY_ONLY drops the postgres entry of
+ * `backendFactories`, so the shared stream and consumer files run on memory.
+ */
+process.env.RHEO_MEMORY_ONLY = '1';
+
+export default defineConfig({
+  test: {
+    // The memory data structures are exercised through the conformance suite;
+    // the stream and consumer tests only add minutes per mutant there.
+    include:
+      process.env.RHEO_MUTATION_AREA === 'memory-structures'
+        ? ['test/memory.test.ts', 'test/unit/**/*.test.ts']
+        : ['test/memory.test.ts', 'test/unit/**/*.test.ts', 'test/streams/**/*.test.ts', 'test/consumer/**/*.test.ts'],
+    // Both run the code in child processes, where Stryker sees no coverage.
+    exclude: ['test/consumer/crash.test.ts', 'test/consumer/readme.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: 'forks',
+  },
+});
