@@ -80,13 +80,14 @@ function prepareInput(
   }
   const { derived, explicit } = lineageOf(input, what);
   let metadata: JsonObject = EMPTY_METADATA;
-  if (input.metadata !== undefined) assertPlainObject(`${what}.metadata`, input.metadata);
+  const given: unknown = input.metadata;
+  if (given !== undefined) assertPlainObject(`${what}.metadata`, given);
   if (derived !== null || explicit !== null) {
-    // The caller's metadata is spread (read once) between the two, so its own keys beat what causedBy derives.
-    const merged = { ...derived, ...(input.metadata as JsonObject | undefined), ...explicit };
+    // The caller's metadata is spread between the two, so its own keys beat what causedBy derives.
+    const merged = { ...derived, ...(given as JsonObject | undefined), ...explicit };
     metadata = frozenJsonCopy(`${what}.metadata`, merged, budget) as JsonObject;
-  } else if (input.metadata !== undefined) {
-    metadata = frozenJsonCopy(`${what}.metadata`, input.metadata, budget) as JsonObject;
+  } else if (given !== undefined) {
+    metadata = frozenJsonCopy(`${what}.metadata`, given, budget) as JsonObject;
   } else {
     spendEmptyMetadata(budget);
   }
@@ -363,7 +364,8 @@ function queryOf(stream: string, o: QueryOptions, defaultMaxBytes: number): Norm
       whereMetadata = o.where.metadata;
     }
   }
-  if (o.correlationId !== undefined) whereMetadata = withCorrelation(whereMetadata, o.correlationId);
+  const correlationId: unknown = o.correlationId;
+  if (correlationId !== undefined) whereMetadata = withCorrelation(whereMetadata, correlationId);
   let from: Date | null = null;
   let to: Date | null = null;
   if (o.from !== undefined) {

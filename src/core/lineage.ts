@@ -23,9 +23,10 @@ export function lineageOf(
   input: { causedBy?: unknown; correlationId?: unknown; causationId?: unknown },
   what: string,
 ): { derived: JsonObject | null; explicit: JsonObject | null } {
+  // Each field read once: an input may carry getters, and a value checked must be the value used.
+  const { causedBy: cause, correlationId: explicitCorrelation, causationId: explicitCausation } = input;
   let derived: Record<string, string> | null = null;
-  if (input.causedBy !== undefined) {
-    const cause = input.causedBy;
+  if (cause !== undefined) {
     assertPlainObject(`${what}.causedBy`, cause);
     const id = cause.id;
     assertLineageId(`${what}.causedBy.id`, id);
@@ -39,13 +40,13 @@ export function lineageOf(
     derived = { [CORRELATION_ID]: correlationId ?? id, [CAUSATION_ID]: id };
   }
   let explicit: Record<string, string> | null = null;
-  if (input.correlationId !== undefined) {
-    assertLineageId(`${what}.correlationId`, input.correlationId);
-    (explicit ??= {})[CORRELATION_ID] = input.correlationId;
+  if (explicitCorrelation !== undefined) {
+    assertLineageId(`${what}.correlationId`, explicitCorrelation);
+    (explicit ??= {})[CORRELATION_ID] = explicitCorrelation;
   }
-  if (input.causationId !== undefined) {
-    assertLineageId(`${what}.causationId`, input.causationId);
-    (explicit ??= {})[CAUSATION_ID] = input.causationId;
+  if (explicitCausation !== undefined) {
+    assertLineageId(`${what}.causationId`, explicitCausation);
+    (explicit ??= {})[CAUSATION_ID] = explicitCausation;
   }
   return { derived, explicit };
 }
