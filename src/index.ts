@@ -12,6 +12,9 @@ export type { PostgresBackendConfig, PostgresBackendOptions, PostgresConnection 
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js';
 export type * from './core/types.js';
 export type * from './core/backend.js';
+export type { PingResult } from './core/health.js';
+export { requireCapability } from './core/capabilities.js';
+export { CORRELATION_ID, CAUSATION_ID } from './core/lineage.js';
 export { RheoProducer } from './producer/rheo-producer.js';
 export type {
   ProducerOptions,

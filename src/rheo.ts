@@ -1,4 +1,6 @@
-import type { AppendOutcome, Backend, LeaseRef, SettleOp } from './core/backend.js';
+import type { AppendOutcome, Backend, BackendCapabilities, LeaseRef, SettleOp } from './core/backend.js';
+import type { PingResult } from './core/health.js';
+import { queryPages } from './core/query-pages.js';
 import {
   MAX_LEASE_MS,
   MAX_LIMIT,
@@ -141,6 +143,23 @@ export class Rheo {
     await this.#call(() => this.backend.migrate());
   }
 
+  /** What the backend supports (read-only); see `BackendCapabilities`. */
+  get capabilities(): Readonly<BackendCapabilities> {
+    return this.backend.capabilities;
+  }
+
+  /**
+   * Health check: one cheap round trip to the store (memory: a no-op),
+   * timed on the monotonic clock, never the injectable one, which a test
+   * may hold still. An unreachable store is `backend_unavailable`.
+   */
+  async ping(): Promise<PingResult> {
+    this.#assertOpen();
+    const started = performance.now();
+    const schemaVersion = await this.#call(() => this.backend.ping());
+    return { backend: this.backend.name, roundTripMs: performance.now() - started, schemaVersion };
+  }
+
   /**
    * Idempotent. From the call on, every new call fails with `closed`. Every
    * producer and consumer this instance made ends at once: a producer is
@@ -263,6 +282,24 @@ export class Rheo {
     assertOptions('query options', options);
     const q = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
     return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
+  }
+
+  /**
+   * Every event of a query, page after page, without handling cursors: the
+   * options are those of `query` (`limit` and `maxBytes` size each page) and
+   * are checked at once, so bad input throws here. A page is fetched only
+   * when iteration needs an event past the previous one, and leaving a
+   * `for await` early fetches nothing more.
+   */
+  queryAll<T extends JsonValue = JsonValue>(stream: string, options: QueryOptions = {}): AsyncIterable<RheoEvent<T>> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertOptions('query options', options);
+    const first = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
+    return queryPages<T>(first, async (q) => {
+      this.#assertOpen();
+      return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
+    }, stream);
   }
 
   // ---- consuming ----------------------------------------------------------

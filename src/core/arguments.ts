@@ -25,6 +25,7 @@ import {
   type JsonBudget,
 } from './validation.js';
 import { MAX_CONFIGURABLE_BYTES, eventTooLarge } from './limits.js';
+import { assertLineageKeys, lineageOf, withCorrelation } from './lineage.js';
 
 /*
  * Argument normalisation for the facade: every public call's input is checked
@@ -77,13 +78,20 @@ function prepareInput(
     assertString(`${what}.key`, input.key, { min: 0, max: 1024 });
     key = input.key;
   }
+  const { derived, explicit } = lineageOf(input, what);
   let metadata: JsonObject = EMPTY_METADATA;
-  if (input.metadata !== undefined) {
-    assertPlainObject(`${what}.metadata`, input.metadata);
-    metadata = frozenJsonCopy(`${what}.metadata`, input.metadata, budget) as JsonObject;
+  const given: unknown = input.metadata;
+  if (given !== undefined) assertPlainObject(`${what}.metadata`, given);
+  if (derived !== null || explicit !== null) {
+    // The caller's metadata is spread between the two, so its own keys beat what causedBy derives.
+    const merged = { ...derived, ...(given as JsonObject | undefined), ...explicit };
+    metadata = frozenJsonCopy(`${what}.metadata`, merged, budget) as JsonObject;
+  } else if (given !== undefined) {
+    metadata = frozenJsonCopy(`${what}.metadata`, given, budget) as JsonObject;
   } else {
     spendEmptyMetadata(budget);
   }
+  assertLineageKeys(what, metadata);
   let id: string | null = null;
   if (input.id !== undefined) {
     assertString(`${what}.id`, input.id);
@@ -356,6 +364,8 @@ function queryOf(stream: string, o: QueryOptions, defaultMaxBytes: number): Norm
       whereMetadata = o.where.metadata;
     }
   }
+  const correlationId: unknown = o.correlationId;
+  if (correlationId !== undefined) whereMetadata = withCorrelation(whereMetadata, correlationId);
   let from: Date | null = null;
   let to: Date | null = null;
   if (o.from !== undefined) {

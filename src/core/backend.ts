@@ -90,16 +90,35 @@ export interface Backend {
 
   /** Introspection gauge: how much delivery state a group holds right now. */
   storageStats(stream: string, group: string): Promise<GroupStorageStats>;
+
+  /**
+   * One cheap round trip to the store: resolves the installed schema
+   * version (`null` where the backend has no schema, or it is not migrated
+   * yet). An unreachable store is `backend_unavailable`.
+   */
+  ping(): Promise<number | null>;
 }
 
+/**
+ * What a backend supports, so callers can pick a code path before calling
+ * (`requireCapability` in core/capabilities.ts refuses with `unsupported`).
+ */
 export interface BackendCapabilities {
   /** Survives a process restart. */
-  durable: boolean;
+  readonly durable: boolean;
   /** Many processes can share it safely. */
-  distributed: boolean;
+  readonly distributed: boolean;
   /** Implements `waitForAppend`. */
-  notifications: boolean;
+  readonly notifications: boolean;
+  /** Calls can join a transaction the application owns (outbox append, settle with the app's writes). None does yet. */
+  readonly transactions: boolean;
+  /** Partition-ownership consumption (members, assignments, generations; DESIGN.md §7). None does yet. */
+  readonly partitionOwnership: boolean;
+  /** Runs across a sharded cluster of the store (e.g. Redis Cluster slots). None does yet. */
+  readonly cluster: boolean;
 }
+
+export type BackendCapability = keyof BackendCapabilities;
 
 export interface BackendOptions {
   clock?: Clock;

@@ -44,6 +44,23 @@ export interface AppendInput<T = JsonValue> {
   id?: string;
   partition?: number;
   timestamp?: Date;
+  /**
+   * The event this one answers: sets `metadata.causationId` to its id and
+   * `metadata.correlationId` to its `correlationId`, or its id when it has
+   * none. Keys already in `metadata` win over these, and `correlationId` /
+   * `causationId` below win over both.
+   */
+  causedBy?: LineageSource;
+  /** Stored as `metadata.correlationId`: 1-200 characters, no U+0000, no lone surrogate. */
+  correlationId?: string;
+  /** Stored as `metadata.causationId`, same rule. */
+  causationId?: string;
+}
+
+/** A stored event, or just the part of one that lineage reads. */
+export interface LineageSource {
+  readonly id: string;
+  readonly metadata?: JsonObject;
 }
 
 /**
@@ -98,6 +115,8 @@ export interface QueryOptions {
   key?: string;
   /** JSON containment, like PostgreSQL's `@>`: `{ payload: { status: 'paid' } }`. */
   where?: { payload?: JsonValue; metadata?: JsonObject };
+  /** Only the events of one flow: shorthand for `where: { metadata: { correlationId } }`. */
+  correlationId?: string;
   /** Inclusive lower bound on `timestamp`. */
   from?: Date;
   /** Exclusive upper bound on `timestamp`. */

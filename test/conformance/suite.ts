@@ -4,11 +4,14 @@ import { registerErrorTests } from './errors.js';
 import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
 import { registerFrontierTests } from './frontier.js';
+import { registerHealthTests } from './health.js';
 import { registerInputParityTests } from './input-parity.js';
 import { registerLeaseTests } from './leases.js';
 import { registerLimitTests } from './limits.js';
+import { registerLineageTests } from './lineage.js';
 import { registerLogTests } from './log.js';
 import { registerPropertyTests } from './properties.js';
+import { registerQueryAllTests } from './query-all.js';
 import { registerQueryTests } from './query.js';
 import { registerRenewTests } from './renew.js';
 import { registerReplayTests } from './replay.js';
@@ -30,6 +33,9 @@ export function runConformanceSuite(
   describe(`conformance: ${name}`, () => {
     registerLogTests(makeBackend);
     registerQueryTests(makeBackend);
+    registerQueryAllTests(makeBackend);
+    registerLineageTests(makeBackend);
+    registerHealthTests(makeBackend);
     registerFetchTests(makeBackend);
     registerLeaseTests(makeBackend);
     registerBatchTests(makeBackend);

@@ -43,7 +43,7 @@ export interface SettleRecord {
 export class FaultyBackend implements Backend {
   readonly inner: Backend;
   readonly settles: SettleRecord[] = [];
-  readonly calls = { fetch: 0, settle: 0, renew: 0 };
+  readonly calls = { fetch: 0, settle: 0, renew: 0, query: 0 };
   readonly #faults: Record<FaultTarget, Fault[]> = { fetch: [], settle: [], renew: [] };
   readonly #holds: Record<FaultTarget, Promise<void> | null> = { fetch: null, settle: null, renew: null };
   readonly #active: Record<FaultTarget, number> = { fetch: 0, settle: 0, renew: 0 };
@@ -219,6 +219,7 @@ export class FaultyBackend implements Backend {
     return this.inner.read(...a);
   }
   query(...a: Parameters<Backend['query']>): ReturnType<Backend['query']> {
+    this.calls.query++;
     return this.inner.query(...a);
   }
   lag(...a: Parameters<Backend['lag']>): ReturnType<Backend['lag']> {
@@ -241,6 +242,9 @@ export class FaultyBackend implements Backend {
   }
   storageStats(...a: Parameters<Backend['storageStats']>): ReturnType<Backend['storageStats']> {
     return this.inner.storageStats(...a);
+  }
+  ping(): ReturnType<Backend['ping']> {
+    return this.inner.ping();
   }
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     // Without the capability callers never call this; with it, forward.

@@ -1,5 +1,6 @@
 import type {
   Backend,
+  BackendCapabilities,
   AppendOutcome,
   FetchRequest,
   GroupSpec,
@@ -71,7 +72,14 @@ export function memoryBackend(options: MemoryBackendOptions = {}): Backend {
 
 class MemoryBackend implements Backend {
   readonly name = 'memory';
-  readonly capabilities = Object.freeze({ durable: false, distributed: false, notifications: true });
+  readonly capabilities: BackendCapabilities = Object.freeze({
+    durable: false,
+    distributed: false,
+    notifications: true,
+    transactions: false,
+    partitionOwnership: false,
+    cluster: false,
+  });
   readonly #clock: Clock;
   readonly #streams = new Map<string, StreamState>();
   #deadLetterIds = 0;
@@ -83,6 +91,12 @@ class MemoryBackend implements Backend {
 
   async migrate(): Promise<void> {
     this.#assertOpen();
+  }
+
+  /** Nothing to reach: a no-op that still refuses once closed, and has no schema. */
+  async ping(): Promise<number | null> {
+    this.#assertOpen();
+    return null;
   }
 
   async close(): Promise<void> {

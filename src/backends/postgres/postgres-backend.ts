@@ -16,7 +16,7 @@ import type {
   SettleOutcome,
 } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
-import { RheoError, invalidArgument } from '../../core/errors.js';
+import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
 import { encodeQueryCursor } from '../../core/query-cursor.js';
 import type { DeadLetter, GroupInfo, LagReport, Lease, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { appendEvents } from './append.js';
@@ -74,7 +74,14 @@ export function postgresBackend(connection: PostgresBackendConfig, options: Post
 
 export class PostgresBackend implements Backend {
   readonly name = 'postgres';
-  readonly capabilities: BackendCapabilities = Object.freeze({ durable: true, distributed: true, notifications: true });
+  readonly capabilities: BackendCapabilities = Object.freeze({
+    durable: true,
+    distributed: true,
+    notifications: true,
+    transactions: false,
+    partitionOwnership: false,
+    cluster: false,
+  });
   readonly schema: string;
   readonly #db: Database;
   readonly #sql: Statements;
@@ -182,6 +189,24 @@ export class PostgresBackend implements Backend {
       );
     this.#schemaCheck = check;
     return check;
+  }
+
+  /**
+   * One statement, without the schema check (ping must answer for an
+   * unmigrated schema too): a missing schema or ledger is version `null`.
+   */
+  async ping(): Promise<number | null> {
+    try {
+      const [row] = await this.#db.query<{ version: number | null }>(
+        { action: `ping schema "${this.schema}"`, writes: false },
+        `SELECT max(version) AS version FROM ${this.#quotedSchema}.migrations`,
+        [],
+      );
+      return row?.version ?? null;
+    } catch (error) {
+      if (isRheoError(error, 'schema_version')) return null;
+      throw error;
+    }
   }
 
   close(): Promise<void> {

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { createRheo } from '../../src/rheo.js';
+import { expectCode, useFixture, type BackendFactory } from './fixture.js';
+
+const CAPABILITIES = ['durable', 'distributed', 'notifications', 'transactions', 'partitionOwnership', 'cluster'];
+
+export function registerHealthTests(makeBackend: BackendFactory): void {
+  describe('health and capabilities', () => {
+    const fx = useFixture(makeBackend);
+
+    it('ping names the backend, times the round trip and reports the schema version', async () => {
+      const { rheo, backend } = fx();
+      const result = await rheo.ping();
+      expect(Object.keys(result).sort()).toEqual(['backend', 'roundTripMs', 'schemaVersion']);
+      expect(result.backend).toBe(backend.name);
+      expect(Number.isFinite(result.roundTripMs)).toBe(true);
+      expect(result.roundTripMs).toBeGreaterThanOrEqual(0);
+      // A durable backend keeps a migrated schema; one without a schema says null.
+      if (backend.capabilities.durable) {
+        expect(Number.isInteger(result.schemaVersion)).toBe(true);
+        expect(result.schemaVersion).toBeGreaterThan(0);
+      } else {
+        expect(result.schemaVersion).toBeNull();
+      }
+    });
+
+    it('ping after close is closed', async () => {
+      const { rheo } = fx();
+      await rheo.close();
+      await expectCode(rheo.ping(), 'closed');
+    });
+
+    it('capabilities list every capability as a boolean, read-only, the same object the backend declares', () => {
+      const { rheo, backend } = fx();
+      expect(Object.keys(rheo.capabilities).sort()).toEqual([...CAPABILITIES].sort());
+      for (const name of CAPABILITIES) expect(typeof rheo.capabilities[name as keyof typeof rheo.capabilities]).toBe('boolean');
+      expect(rheo.capabilities).toBe(backend.capabilities);
+      expect(Object.isFrozen(rheo.capabilities)).toBe(true);
+      expect(() => {
+        (rheo.capabilities as { durable: boolean }).durable = !rheo.capabilities.durable;
+      }).toThrow(TypeError);
+      // No backend offers these yet; a backend claiming one would promise calls that do not exist.
+      expect(rheo.capabilities.transactions).toBe(false);
+      expect(rheo.capabilities.partitionOwnership).toBe(false);
+      expect(rheo.capabilities.cluster).toBe(false);
+      expect(rheo.capabilities.notifications).toBe(typeof backend.waitForAppend === 'function');
+    });
+
+    it('a second facade over the same backend reports the same capabilities', () => {
+      const { backend, clock } = fx();
+      const other = createRheo({ backend, clock });
+      expect(other.capabilities).toEqual(fx().rheo.capabilities);
+    });
+  });
+}
