@@ -15,18 +15,21 @@ class CountingPool extends pg.Pool {
   override connect(
     callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void,
   ): Promise<pg.PoolClient> | void {
-    if (callback) return super.connect(callback);
-    return super.connect().then((client) => {
-      if (!this.#wrapped.has(client)) {
-        this.#wrapped.add(client);
-        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-        client.query = ((...args: unknown[]) => {
-          this.statements++;
-          return query(...args);
-        }) as typeof client.query;
-      }
-      return client;
-    });
+    // rheo checks out with the callback form (see connection.ts); both forms count.
+    if (callback) return super.connect((err, client, done) => callback(err, client && this.#counted(client), done));
+    return super.connect().then((client) => this.#counted(client));
+  }
+
+  #counted(client: pg.PoolClient): pg.PoolClient {
+    if (!this.#wrapped.has(client)) {
+      this.#wrapped.add(client);
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      client.query = ((...args: unknown[]) => {
+        this.statements++;
+        return query(...args);
+      }) as typeof client.query;
+    }
+    return client;
   }
 }
 
