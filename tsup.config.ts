@@ -1,7 +1,9 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { index: 'src/index.ts', postgres: 'src/postgres.ts' },
+  // `cli` keeps its `#!/usr/bin/env node` line (esbuild preserves an entry's
+  // hashbang and tsup marks the file executable) and shares the library chunk.
+  entry: { index: 'src/index.ts', postgres: 'src/postgres.ts', cli: 'src/cli/main.ts' },
   format: ['esm', 'cjs'],
   dts: true,
   sourcemap: true,
