@@ -104,6 +104,7 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
     if (state === '3F000' || state === '42P01' || state === '42883') {
       return make('schema_version', 'the rheo schema is missing or incomplete; call rheo.migrate()');
     }
+    if (state === '42501') return make('permission_denied', 'the database role lacks a privilege');
     if (BAD_VALUE_CODES.has(state)) return make('invalid_argument', 'PostgreSQL cannot store a value');
     if (state === '23505') return make('already_exists', 'a unique constraint was violated');
     return make('internal', `unexpected PostgreSQL error ${state}`);
