@@ -1,5 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -16,15 +18,36 @@ function newestSource(dir: string): number {
   return newest;
 }
 
+function isStale(): boolean {
+  const sources = Math.max(newestSource(join(ROOT, 'src')), statSync(join(ROOT, 'tsup.config.ts')).mtimeMs);
+  return !existsSync(CLI) || statSync(CLI).mtimeMs < sources;
+}
+
 /**
  * The tests run the built binary, as users do; `npm test` on a fresh clone has
  * not built it, so build once when dist/cli.js is missing or older than src/.
+ * Test files run in parallel workers and tsup cleans dist/ first, so one
+ * worker builds under a lock directory while the others wait for it.
  */
-export function ensureBuilt(): void {
-  const sources = Math.max(newestSource(join(ROOT, 'src')), statSync(join(ROOT, 'tsup.config.ts')).mtimeMs);
-  if (existsSync(CLI) && statSync(CLI).mtimeMs >= sources) return;
-  const result = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`npm run build failed:\n${result.stdout}\n${result.stderr}`);
+export async function ensureBuilt(): Promise<void> {
+  const lock = join(tmpdir(), `rheo-cli-build-${createHash('sha256').update(ROOT).digest('hex').slice(0, 12)}`);
+  const waitUntil = Date.now() + 280_000;
+  while (existsSync(lock) || isStale()) {
+    try {
+      mkdirSync(lock);
+    } catch {
+      if (Date.now() > waitUntil) throw new Error(`another worker holds ${lock}; remove it if no build is running`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      continue;
+    }
+    try {
+      if (!isStale()) return;
+      const result = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8' });
+      if (result.status !== 0) throw new Error(`npm run build failed:\n${result.stdout}\n${result.stderr}`);
+    } finally {
+      rmSync(lock, { recursive: true, force: true });
+    }
+  }
 }
 
 export interface CliResult {
