@@ -45,7 +45,7 @@ function buildProgram(): Command {
 }
 
 /** Runs the CLI and resolves to its exit code; never throws. */
-export async function main(argv: string[]): Promise<number> {
+async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
   const json = argv.includes('--json');
   try {

@@ -26,7 +26,7 @@ export function registerAppend(program: Command): void {
   program
     .command('append')
     .argument('<stream>')
-    .description('append one event from flags, or NDJSON events from standard input (needs SELECT, INSERT, UPDATE)')
+    .description('append one event from flags, or NDJSON events from standard input (needs the runtime role)')
     .option('--payload <json>', 'the event payload as JSON; without it, events are read from standard input', parseJson)
     .option('--type <type>', 'event type (default "event")')
     .option('--key <key>', 'partition key')

@@ -6,7 +6,7 @@ export function registerRedrive(program: Command): void {
     .command('redrive')
     .argument('<stream>')
     .argument('<group>')
-    .description('offer dead letters again with attempts reset: all, or those of the given events (needs SELECT, INSERT, UPDATE, DELETE)')
+    .description('offer dead letters again with attempts reset: all, or those of the given events (needs the runtime role)')
     .option('--event-id <id>', 'redrive only this event (repeatable)', collect)
     .action(async (stream: string, group: string, options: { eventId?: string[] }, command: Command) =>
       withRheo(command, async (ctx) => {

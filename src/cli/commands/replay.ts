@@ -28,7 +28,7 @@ export function registerReplay(program: Command): void {
     .command('replay')
     .argument('<stream>')
     .argument('<group>')
-    .description('offer settled events to the group again; the log is unchanged (needs SELECT, INSERT, UPDATE, DELETE; --dry-run needs SELECT)')
+    .description('offer settled events to the group again; the log is unchanged (needs the runtime role; --dry-run only SELECT)')
     .option('--from-sequence <n>', 'replay every sequence >= n of each partition', parseCount)
     .option('--from <time>', 'replay from the first event at or after this time, per partition (ISO 8601 or epoch ms)', parseTime)
     .option('--event-id <id>', 'replay exactly this event (repeatable)', collect)

@@ -14,7 +14,7 @@ export function registerReset(program: Command): void {
     .command('reset')
     .argument('<stream>')
     .argument('<group>')
-    .description("drop ALL of a group's progress, leases and dead letters; refuses without --confirm (needs SELECT, INSERT, UPDATE, DELETE)")
+    .description("drop ALL of a group's progress, leases and dead letters; refuses without --confirm (needs the runtime role)")
     .option('--confirm', 'really drop the progress')
     .option('--start-after <sequence>', 'restart after this sequence in every partition (default 0: from the start)', parseCount)
     .option('--start-at <time>', 'restart at the first event at or after this time (ISO 8601 or epoch ms)', parseTime)
