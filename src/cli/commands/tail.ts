@@ -33,21 +33,24 @@ export function registerTail(program: Command): void {
         if (options.type !== undefined) filter.type = options.type;
         if (options.key !== undefined) filter.key = options.key;
         const partitions = options.partition ?? Array.from({ length: info.partitions }, (_, p) => p);
+        // Each partition's newest sequence is read before anything is printed:
+        // the first page stops there and --follow starts there, so an event
+        // appended in between is printed by --follow, never lost between the two.
+        const last = new Map<number, number>();
+        for (const partition of partitions) {
+          const { events } = await ctx.rheo.query(stream, { partition, order: 'desc', limit: 1 });
+          last.set(partition, events[0]?.sequence ?? 0);
+        }
         const newest: RheoEvent[] = [];
         for (const partition of partitions) {
-          if (options.limit === 0) break;
-          const { events } = await ctx.rheo.query(stream, { ...filter, partition, order: 'desc', limit: options.limit });
+          const until = last.get(partition) ?? 0;
+          if (options.limit === 0 || until === 0) continue;
+          const { events } = await ctx.rheo.query(stream, { ...filter, partition, untilSequence: until, order: 'desc', limit: options.limit });
           newest.push(...events);
         }
         newest.sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime() || a.partition - b.partition || a.sequence - b.sequence);
         for (const event of newest.slice(-options.limit)) printEvent(ctx, event);
         if (!options.follow) return;
-        const last = new Map<number, number>();
-        for (const partition of partitions) {
-          // Follow from the partition's newest sequence, whatever the filter.
-          const { events } = await ctx.rheo.query(stream, { partition, order: 'desc', limit: 1 });
-          last.set(partition, events[0]?.sequence ?? 0);
-        }
         await follow(ctx, stream, filter, last, options.pollMs);
       }),
     );
