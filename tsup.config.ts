@@ -1,9 +1,12 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { index: 'src/index.ts', postgres: 'src/postgres.ts' },
+  // `cli` keeps its `#!/usr/bin/env node` line (esbuild preserves an entry's
+  // hashbang and tsup marks the file executable) and shares the library chunk.
+  entry: { index: 'src/index.ts', postgres: 'src/postgres.ts', cli: 'src/cli/main.ts' },
   format: ['esm', 'cjs'],
-  dts: true,
+  // The CLI is a program, not an import: no declarations for it.
+  dts: { entry: { index: 'src/index.ts', postgres: 'src/postgres.ts' } },
   sourcemap: true,
   clean: true,
   target: 'node20',

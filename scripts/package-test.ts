@@ -158,7 +158,7 @@ async function main(): Promise<void> {
 
     server = await startThrowawayPostgres({ durable: false, label: 'rheo-package' });
     const pgUrl = server.url.bind(server);
-    await createDatabases(server, ['readme_esm', 'readme_cjs', 'entries_esm', 'entries_cjs']);
+    await createDatabases(server, ['readme_esm', 'readme_cjs', 'entries_esm', 'entries_cjs', 'cli']);
 
     const postgresBlock = namedBlock(readme, 'postgres').code;
     writeFileSync(join(project, 'readme-postgres.mjs'), postgresBlock);
@@ -173,6 +173,12 @@ async function main(): Promise<void> {
         return tables > 0 ? [] : [`it exited 0 but schema "rheo" in ${database} has no tables`];
       });
     }
+
+    await step('the installed `rheo` bin runs through npx and migrates a database', async () => {
+      run('npx', ['--no-install', 'rheo', 'migrate', '--url', pgUrl('cli'), '--schema', 'ops'], { cwd: project, env: process.env });
+      const tables = await migratedTables(pgUrl('cli'), 'ops');
+      return tables > 0 ? [] : ['npx rheo migrate exited 0 but schema "ops" has no tables'];
+    });
 
     const expected = JSON.stringify(expectedRuntimeExports(manifest));
     for (const [file, system, database] of [

@@ -4,3 +4,4 @@ export type {
   PostgresBackendOptions,
   PostgresConnection,
 } from './backends/postgres/postgres-backend.js';
+export type { PlannedStatement } from './backends/postgres/migrate.js';

@@ -71,6 +71,64 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
   });
 }
 
+/** One statement `migrate()` would run, for review before it runs. */
+export interface PlannedStatement {
+  readonly kind: 'bookkeeping' | 'migration' | 'routine';
+  /** `migration 2 (lease_ranges)`, `routine rheo_claim_…`, or `bookkeeping`. */
+  readonly label: string;
+  readonly sql: string;
+}
+
+/**
+ * What `migrate()` would run now against this schema, in order, without
+ * running it: the pending numbered migrations (each followed by the row that
+ * records it) and the routines not yet installed. Read-only, so a DBA can
+ * review the exact SQL before granting DDL to anyone.
+ */
+export async function planMigration(db: Database, schema: string, quotedSchema: string): Promise<PlannedStatement[]> {
+  const action = { action: `plan the migration of schema "${schema}"`, writes: false };
+  const [table] = await db.query<{ present: boolean }>(
+    action,
+    'SELECT to_regclass($1) IS NOT NULL AS present',
+    [`${quotedSchema}.migrations`],
+  );
+  let current = 0;
+  if (table?.present) {
+    const [row] = await db.query<{ version: number | null }>(action, `SELECT max(version) AS version FROM ${quotedSchema}.migrations`, []);
+    current = row?.version ?? 0;
+  }
+  if (current > LATEST_VERSION) throw newerSchema(schema, current);
+  const plan: PlannedStatement[] = [];
+  if (!table?.present) {
+    plan.push({ kind: 'bookkeeping', label: 'bookkeeping', sql: `CREATE SCHEMA IF NOT EXISTS ${quotedSchema};` });
+    plan.push({
+      kind: 'bookkeeping',
+      label: 'bookkeeping',
+      sql: `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (\n  version    integer PRIMARY KEY,\n  name       text NOT NULL,\n  applied_at timestamptz NOT NULL DEFAULT now()\n);`,
+    });
+  }
+  for (const migration of MIGRATIONS) {
+    if (migration.version <= current) continue;
+    plan.push({ kind: 'migration', label: `migration ${migration.version} (${migration.name})`, sql: renderMigration(migration, quotedSchema).trim() });
+    plan.push({
+      kind: 'bookkeeping',
+      label: 'bookkeeping',
+      sql: `INSERT INTO ${quotedSchema}.migrations (version, name) VALUES (${migration.version}, '${migration.name}');`,
+    });
+  }
+  const installed = await db.query<{ proname: string }>(
+    action,
+    `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])`,
+    [schema, ROUTINES.map((r) => r.name)],
+  );
+  const present = new Set(installed.map((r) => r.proname));
+  for (const routine of ROUTINES) {
+    if (!present.has(routine.name)) plan.push({ kind: 'routine', label: `routine ${routine.name}`, sql: `${routine.definition(quotedSchema).trim()};` });
+  }
+  return plan;
+}
+
 function newerSchema(schema: string, current: number): RheoError {
   return new RheoError(
     'schema_version',

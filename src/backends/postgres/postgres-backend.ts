@@ -32,7 +32,7 @@ import {
   startParams,
 } from './group-admin.js';
 import { fetchLeases, renewLeases, settleLeases, type LeaseContext } from './leases.js';
-import { checkSchemaVersion, migrate } from './migrate.js';
+import { checkSchemaVersion, migrate, planMigration, type PlannedStatement } from './migrate.js';
 import { AppendListener } from './notifications.js';
 import { nowParam, toEvent, type EventRow } from './rows.js';
 import { notifyChannel, quoteSchema } from './schema-name.js';
@@ -165,6 +165,11 @@ export class PostgresBackend implements Backend {
   async migrate(): Promise<void> {
     await migrate(this.#db, this.schema, this.#quotedSchema);
     this.#schemaOk = true;
+  }
+
+  /** The SQL `migrate()` would run now, in order, without running it (`rheo migrate --print-sql`). */
+  planMigration(): Promise<PlannedStatement[]> {
+    return planMigration(this.#db, this.schema, this.#quotedSchema);
   }
 
   /**
