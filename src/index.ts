@@ -1,5 +1,6 @@
 export { createRheo, Rheo } from './rheo.js';
 export type { RheoOptions, RheoDefaults, SettleRequest } from './rheo.js';
+export type { RheoLimits } from './core/limits.js';
 export { RheoError, isRheoError, RHEO_ERROR_CODES } from './core/errors.js';
 export type { RheoErrorCode, RheoErrorDetails } from './core/errors.js';
 export { ManualClock, systemClock } from './core/clock.js';
