@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { LATEST_VERSION } from '../../src/backends/postgres/migrations/index.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { databaseUrl, makeTestBackend, sharedPool, uniqueSchema } from '../support/postgres.js';
 import { CLI, ROOT, cleanEnv, ensureBuilt, runCli, waitForOutput } from './run-cli.js';
@@ -94,12 +95,13 @@ describe('rheo migrate', () => {
     expect(plan.stdout).toContain(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     expect(plan.stdout).toContain('-- migration 1 (init)');
     expect(plan.stdout).toContain('-- migration 2 (lease_ranges)');
+    expect(plan.stdout).toContain(`-- migration ${LATEST_VERSION} (`);
     expect(plan.stdout).toContain('CREATE OR REPLACE FUNCTION');
     expect(await schemaExists(schema)).toBe(false);
 
     const applied = await runCli(['migrate', '--json', ...flags]);
     expect(applied.code).toBe(0);
-    expect(JSON.parse(applied.stdout)).toEqual({ schema, applied: 2 });
+    expect(JSON.parse(applied.stdout)).toEqual({ schema, applied: LATEST_VERSION });
     expect((await runCli(['streams', ...flags])).code).toBe(0);
 
     const after = await runCli(['migrate', '--print-sql', '--json', ...flags]);
