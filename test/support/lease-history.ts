@@ -33,7 +33,12 @@ export class LeaseHistory {
   /** Per epoch: receipt → claims in the order they were returned. */
   #claims: Array<Map<string, Claim[]>> = [new Map()];
   /** Latest claim returned per receipt (any epoch): a settle issued on an older one must be fenced. */
-  readonly #latest = new Map<string, string>();
+  /**
+   * Per receipt, the newest claim returned so far by the time authority's
+   * `leasedAt`, not by arrival: answers on different connections can arrive
+   * out of commit order, so an older claim's answer may land after a newer one.
+   */
+  readonly #latest = new Map<string, { leaseId: string; leasedAtMs: number }>();
   /** Per epoch: `partition:sequence` → operation counter at which its first terminal settle was issued. */
   #terminalIssued: Array<Map<string, number>> = [new Map()];
   #frontiers: FrontierSample[][] = [[]];
@@ -58,7 +63,9 @@ export class LeaseHistory {
       const list = epoch.get(lease.receipt) ?? [];
       list.push({ lease, renewedTo: [], settled: null });
       epoch.set(lease.receipt, list);
-      this.#latest.set(lease.receipt, lease.leaseId);
+      const latest = this.#latest.get(lease.receipt);
+      const leasedAtMs = lease.leasedAt.getTime();
+      if (latest === undefined || leasedAtMs >= latest.leasedAtMs) this.#latest.set(lease.receipt, { leaseId: lease.leaseId, leasedAtMs });
     }
   }
 
@@ -69,7 +76,7 @@ export class LeaseHistory {
   issue(kind: SettleKind, lease: Lease): (outcome: { ok: true; expiresAt?: Date } | { ok: false; code: string }) => void {
     const op = ++this.#op;
     const epoch = this.#epoch;
-    const staleAtIssue = this.#latest.get(lease.receipt) !== lease.leaseId;
+    const staleAtIssue = this.#latest.get(lease.receipt)?.leaseId !== lease.leaseId;
     const name = `${kind} of ${lease.receipt} attempt ${lease.attempt}`;
     return (outcome) => {
       if (!outcome.ok) {
