@@ -1,7 +1,7 @@
 import { RheoError } from '../../core/errors.js';
 import { txQuery, type Database } from './connection.js';
 import { LATEST_VERSION, MIGRATIONS, renderMigration } from './migrations/index.js';
-import { ROUTINES } from './routines.js';
+import { ROUTINES, type Routine } from './routines.js';
 
 /** First key of the two-key advisory lock; the second is hashtext(schema). */
 const MIGRATE_LOCK_KEY = 0x72686530; // "rhe0"
@@ -58,16 +58,8 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
     }
     // This version's routines (routines.ts), under the same lock; names carry
     // a hash of the body, so only a changed or new one is created.
-    const installed = await txQuery<{ proname: string }>(
-      tx,
-      `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-       WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])`,
-      [schema, ROUTINES.map((r) => r.name)],
-    );
-    const present = new Set(installed.map((r) => r.proname));
-    for (const routine of ROUTINES) {
-      if (!present.has(routine.name)) await txQuery(tx, routine.definition(quotedSchema), []);
-    }
+    const installed = await txQuery<InstalledRoutine>(tx, INSTALLED_ROUTINES_SQL, [schema, ROUTINE_NAMES]);
+    for (const routine of missingRoutines(installed)) await txQuery(tx, routine.definition(quotedSchema), []);
   });
 }
 
@@ -116,17 +108,26 @@ export async function planMigration(db: Database, schema: string, quotedSchema: 
       sql: `INSERT INTO ${quotedSchema}.migrations (version, name) VALUES (${migration.version}, '${migration.name}');`,
     });
   }
-  const installed = await db.query<{ proname: string }>(
-    action,
-    `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-     WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])`,
-    [schema, ROUTINES.map((r) => r.name)],
-  );
-  const present = new Set(installed.map((r) => r.proname));
-  for (const routine of ROUTINES) {
-    if (!present.has(routine.name)) plan.push({ kind: 'routine', label: `routine ${routine.name}`, sql: `${routine.definition(quotedSchema).trim()};` });
+  const installed = await db.query<InstalledRoutine>(action, INSTALLED_ROUTINES_SQL, [schema, ROUTINE_NAMES]);
+  for (const routine of missingRoutines(installed)) {
+    plan.push({ kind: 'routine', label: `routine ${routine.name}`, sql: `${routine.definition(quotedSchema).trim()};` });
   }
   return plan;
+}
+
+interface InstalledRoutine {
+  proname: string;
+}
+
+/** Which of this version's routines (routines.ts) exist in the schema: `migrate()` and its plan ask alike. */
+const INSTALLED_ROUTINES_SQL = `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = $1 AND p.proname = ANY ($2::text[])`;
+const ROUTINE_NAMES = ROUTINES.map((r) => r.name);
+
+/** Routine names carry a hash of their body, so a missing name is a changed or new routine. */
+function missingRoutines(installed: InstalledRoutine[]): readonly Routine[] {
+  const present = new Set(installed.map((r) => r.proname));
+  return ROUTINES.filter((routine) => !present.has(routine.name));
 }
 
 function newerSchema(schema: string, current: number): RheoError {
