@@ -316,9 +316,12 @@ describe('rheo lag --watch', () => {
     await rheo.createStream('w', { partitions: 2 });
     await rheo.createGroup('w', 'g');
     await rheo.appendBatch('w', [{ payload: 1, partition: 0 }, { payload: 2, partition: 0 }, { payload: 3, partition: 1 }]);
-    const command = [process.execPath, CLI, 'lag', 'w', 'g', '--watch', '--interval-ms', '100', ...flags].map((a) => `'${a}'`).join(' ');
-    // script(1) gives the CLI a pseudo-terminal; ^C written to it becomes SIGINT.
-    const child = spawn('script', ['-qfec', command, '/dev/null'], { env: cleanEnv({ TERM: 'xterm' }) });
+    const argv = [process.execPath, CLI, 'lag', 'w', 'g', '--watch', '--interval-ms', '100', ...flags].map((a) => `'${a}'`).join(' ');
+    // script(1) gives the CLI a pseudo-terminal; ^C written to it becomes SIGINT for the
+    // whole foreground group. `exec` keeps script's shell out of that group: dash (the
+    // /bin/sh script falls back to when SHELL is unset, as on CI) would otherwise die of
+    // the same SIGINT and report 130 for a CLI that exited 0.
+    const child = spawn('script', ['-qfec', `exec ${argv}`, '/dev/null'], { env: cleanEnv({ TERM: 'xterm', SHELL: '/bin/sh' }) });
     let screen = '';
     child.stdout.on('data', (d: Buffer) => (screen += d.toString('utf8')));
     await waitForOutput(child, (out) => /p0\s+█+░*\s+2\b/.test(out) && /p1\s+█+░*\s+1\b/.test(out), 'the first frame');
