@@ -97,6 +97,193 @@ export interface Backend {
    * yet). An unreachable store is `backend_unavailable`.
    */
   ping(): Promise<number | null>;
+
+  // ---------------------------------------------------------------------------
+  // Contract additions agreed for issues 11, 13 and 14 (see the types below).
+  // They are optional while their issues are built; each backend that declares
+  // the matching capability implements the whole set. Issue 14 makes the
+  // retention/deletion calls required once memory and PostgreSQL have them.
+  // ---------------------------------------------------------------------------
+
+  /**
+   * Partition ownership (capability `partitionOwnership`, DESIGN.md §7). The
+   * first heartbeat of a member id joins it. Every heartbeat, in one atomic
+   * step on the store: refreshes the caller's session to `now + sessionMs`
+   * (store clock), drops members whose session expired (their partitions are
+   * free at once), runs the sticky assignor of `core/assignor.ts` over the
+   * live members when membership changed, and returns the caller's view.
+   *
+   * A partition moves in two steps so two live members never own it at once:
+   * the assignor marks it `revoking` on its owner; the owner finishes, commits
+   * and calls `releasePartitions`; only then (or once `rebalanceTimeoutMs`
+   * has passed since the revoke, or the owner's session expired) is it given
+   * to its new member with `generation + 1`, fencing the old owner.
+   * `group_not_found`; `group_mode_conflict` while competing-consumer leases
+   * of the group are live.
+   */
+  heartbeat?(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView>;
+  /** Gives up everything the member owns and ends its session. Idempotent; never fails for an unknown member. */
+  leaveGroup?(stream: string, group: string, memberId: string): Promise<void>;
+  /** Hands back partitions (normally `revoking` ones). One result per fence; `stale_generation` changes nothing. */
+  releasePartitions?(fences: OwnershipFence[]): Promise<SettleOutcome[]>;
+  /**
+   * Range read of an owned partition: events with `sequence > after`, like
+   * `read`, but fenced: `stale_generation` unless `fence` is the partition's
+   * current owner and generation.
+   */
+  readOwned?(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]>;
+  /**
+   * Offset commits: one small write per op. Dead-letters `op.deadLetters`
+   * (which must lie in `(frontier, upTo]`) and advances the partition's
+   * frontier to `upTo`, in one atomic step, fenced: a stale generation fails
+   * with `stale_generation` and changes nothing. A commit never moves the
+   * frontier backwards (an `upTo` at or below it is a no-op success).
+   */
+  commit?(ops: CommitOp[]): Promise<SettleOutcome[]>;
+  /** Live members and their partitions, for `groupInfo`, `lag` and the CLI. Empty in competing mode. */
+  members?(stream: string, group: string): Promise<GroupMembership>;
+
+  /**
+   * Transactions the application owns (capability `transactions`). Binds the
+   * transactional subset to `client`, a connection on which the application
+   * has run `BEGIN`; rheo never commits, rolls back or releases it. Appends
+   * are invisible until the application commits, and a rollback leaves no
+   * trace (invariant 3 still holds: no gap, no burned sequence). A fenced
+   * settle holds the delivery until the transaction ends, so a stale holder's
+   * transaction fails instead of committing its effects.
+   */
+  transaction?(client: TransactionClient): TransactionScope;
+  /** A transaction on a connection rheo checks out itself, for `consume({ transaction: true })` and sinks. */
+  beginTransaction?(): Promise<OwnedTransaction>;
+
+  /**
+   * Retention (issue 14): sets or clears a stream's policy; trimming obeys it
+   * in the background. `stream_not_found`.
+   */
+  setRetention?(stream: string, retention: RetentionPolicy | null): Promise<void>;
+  /**
+   * Deletes events from the front of each partition, at most `request.limit`
+   * per call so callers can loop in bounded batches. Without `force` it
+   * deletes only events at or below every group's frontier. Never reuses a
+   * sequence. `stream_not_found`.
+   */
+  trim?(stream: string, request: TrimRequest): Promise<TrimReport>;
+  /** Deletes a group's progress, leases and dead letters. `stream_not_found`, `group_not_found`. */
+  deleteGroup?(stream: string, group: string): Promise<void>;
+  /** Deletes a stream, its events and its groups. `stream_not_found`. */
+  deleteStream?(stream: string): Promise<void>;
+}
+
+// ----- Partition ownership -----------------------------------------------------
+
+export interface HeartbeatRequest {
+  /** Unique per consumer instance (a fresh id per process start). */
+  memberId: string;
+  /** The session ends this long after the heartbeat unless renewed. */
+  sessionMs: number;
+  /** How long a revoked partition waits for its owner's release before it moves anyway. */
+  rebalanceTimeoutMs: number;
+}
+
+/** Fences an ownership call exactly as a lease id fences a settle. */
+export interface OwnershipFence {
+  stream: string;
+  group: string;
+  partition: number;
+  memberId: string;
+  /** Bumped every time the partition changes owner (and on replay/reset of it). */
+  generation: number;
+}
+
+export interface OwnedPartition {
+  partition: number;
+  generation: number;
+  /** The group's frontier for the partition when the view was taken: read after it. */
+  frontier: number;
+}
+
+export interface MemberView {
+  memberId: string;
+  /** Bumped on every rebalance of the group; informational (fencing is per partition). */
+  groupGeneration: number;
+  /** Partitions the member owns now, including those it is asked to give up. */
+  owned: OwnedPartition[];
+  /** Owned partitions the assignor moved elsewhere: finish, commit, then `releasePartitions`. */
+  revoking: number[];
+  expiresAt: Date;
+}
+
+export interface CommitOp extends OwnershipFence {
+  /** New frontier for the partition: every sequence up to it is settled. */
+  upTo: number;
+  /** Events in `(frontier, upTo]` that failed for good: dead-lettered in the same write. */
+  deadLetters: Array<{ sequence: number; attempt: number; reason: string | null }>;
+}
+
+export interface MemberInfo {
+  memberId: string;
+  expiresAt: Date;
+  partitions: number[];
+  revoking: number[];
+}
+
+export interface GroupMembership {
+  groupGeneration: number;
+  members: MemberInfo[];
+  /** Partition → owner member id, or `null` while unowned. */
+  owners: Record<number, string | null>;
+}
+
+// ----- Transactions ------------------------------------------------------------
+
+/** The least of a `pg` client that rheo uses inside an application's transaction. */
+export interface TransactionClient {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
+
+/** The calls that join a transaction; same contracts as the `Backend` methods of the same names. */
+export interface TransactionScope {
+  append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]>;
+  settle(ops: SettleOp[]): Promise<SettleOutcome[]>;
+  /** Present when the backend also has `partitionOwnership`: the offset commit joins the transaction. */
+  commit?(ops: CommitOp[]): Promise<SettleOutcome[]>;
+}
+
+export interface OwnedTransaction {
+  readonly client: TransactionClient;
+  readonly scope: TransactionScope;
+  /** Commits and returns the connection. A failed commit is `ambiguous` or `backend_unavailable`. */
+  commit(): Promise<void>;
+  /** Rolls back and returns the connection; never throws. */
+  rollback(): Promise<void>;
+}
+
+// ----- Retention -----------------------------------------------------------------
+
+export interface RetentionPolicy {
+  /** Events older than this (by event timestamp) may be trimmed. */
+  maxAgeMs: number | null;
+  /** At most this many events are kept per partition. */
+  maxEvents: number | null;
+}
+
+export interface TrimRequest {
+  /** Trim what the stream's retention allows (`null` policy: nothing), or these explicit bounds. */
+  before: Date | null;
+  /** Per partition: keep at most this many newest events. */
+  keep: number | null;
+  /** Delete even what some group has not settled; the report says what each group lost. */
+  force: boolean;
+  /** At most this many events per call, across partitions. */
+  limit: number;
+}
+
+export interface TrimReport {
+  deleted: number;
+  /** Per partition: events deleted and the new low watermark (first retained sequence). */
+  partitions: Record<number, { deleted: number; lowWatermark: number }>;
+  /** Only with `force`: per group, unsettled events removed; they count as dead-lettered-and-gone (frontier moves past them). */
+  forced: Array<{ group: string; partition: number; unsettled: number }>;
 }
 
 /**
@@ -110,11 +297,11 @@ export interface BackendCapabilities {
   readonly distributed: boolean;
   /** Implements `waitForAppend`. */
   readonly notifications: boolean;
-  /** Calls can join a transaction the application owns (outbox append, settle with the app's writes). None does yet. */
+  /** Calls can join a transaction the application owns (outbox append, settle with the app's writes): `transaction`, `beginTransaction`. */
   readonly transactions: boolean;
-  /** Partition-ownership consumption (members, assignments, generations; DESIGN.md §7). None does yet. */
+  /** Partition-ownership consumption (members, assignments, generations; DESIGN.md §7): `heartbeat` and the calls after it. */
   readonly partitionOwnership: boolean;
-  /** Runs across a sharded cluster of the store (e.g. Redis Cluster slots). None does yet. */
+  /** Runs across a sharded cluster of the store (e.g. Redis Cluster slots). */
   readonly cluster: boolean;
 }
 
