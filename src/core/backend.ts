@@ -29,8 +29,8 @@ export interface Backend {
   /** Idempotent. Ends only what the backend itself created. */
   close(): Promise<void>;
 
-  /** `already_exists` when the name is taken. */
-  createStream(name: string, partitions: number): Promise<void>;
+  /** `already_exists` when the name is taken. The stream and its retention are created in one step. */
+  createStream(name: string, partitions: number, retention?: RetentionPolicy | null): Promise<void>;
   listStreams(): Promise<StreamInfo[]>;
   /** `stream_not_found`, `already_exists`, `invalid_partition` (a start map naming a missing partition). */
   createGroup(stream: string, group: string, options: GroupSpec): Promise<void>;
@@ -101,8 +101,8 @@ export interface Backend {
   // ---------------------------------------------------------------------------
   // Contract additions agreed for issues 11, 13 and 14 (see the types below).
   // They are optional while their issues are built; each backend that declares
-  // the matching capability implements the whole set. Issue 14 makes the
-  // retention/deletion calls required once memory and PostgreSQL have them.
+  // the matching capability implements the whole set. The retention/deletion
+  // calls of issue 14 are required (memory and PostgreSQL implement them).
   // ---------------------------------------------------------------------------
 
   /**
@@ -157,21 +157,21 @@ export interface Backend {
   beginTransaction?(): Promise<OwnedTransaction>;
 
   /**
-   * Retention (issue 14): sets or clears a stream's policy; trimming obeys it
-   * in the background. `stream_not_found`.
+   * Retention (issue 14, docs/semantics.md "Retention"): sets or clears a
+   * stream's policy; trimming obeys it in the background. `stream_not_found`.
    */
-  setRetention?(stream: string, retention: RetentionPolicy | null): Promise<void>;
+  setRetention(stream: string, retention: RetentionPolicy | null): Promise<void>;
   /**
    * Deletes events from the front of each partition, at most `request.limit`
    * per call so callers can loop in bounded batches. Without `force` it
    * deletes only events at or below every group's frontier. Never reuses a
-   * sequence. `stream_not_found`.
+   * sequence. Dead letters of deleted events go with them. `stream_not_found`.
    */
-  trim?(stream: string, request: TrimRequest): Promise<TrimReport>;
+  trim(stream: string, request: TrimRequest): Promise<TrimReport>;
   /** Deletes a group's progress, leases and dead letters. `stream_not_found`, `group_not_found`. */
-  deleteGroup?(stream: string, group: string): Promise<void>;
-  /** Deletes a stream, its events and its groups. `stream_not_found`. */
-  deleteStream?(stream: string): Promise<void>;
+  deleteGroup(stream: string, group: string): Promise<void>;
+  /** Deletes a stream, its events and its groups; the name can be created again, fresh. `stream_not_found`. */
+  deleteStream(stream: string): Promise<void>;
 }
 
 // ----- Partition ownership -----------------------------------------------------
@@ -276,6 +276,12 @@ export interface TrimRequest {
   force: boolean;
   /** At most this many events per call, across partitions. */
   limit: number;
+  /**
+   * When another trim of the same stream is running (in any process), return
+   * an empty report at once instead of waiting for it: the background
+   * trimmer sets it so that one trimmer at a time works on a stream.
+   */
+  skipIfBusy?: boolean;
 }
 
 export interface TrimReport {

@@ -85,10 +85,44 @@ export interface StreamInfo {
   name: string;
   partitions: number;
   createdAt: Date;
+  /** The stream's retention policy, `null` when it keeps everything. */
+  retention: Retention | null;
+  /**
+   * Per partition: the first retained sequence (`highWatermark + 1` when the
+   * partition holds no event) and the highest sequence ever appended.
+   * Sequences below the low watermark were trimmed and are never reused.
+   */
+  watermarks: Record<number, { lowWatermark: number; highWatermark: number }>;
+}
+
+/**
+ * How long a stream keeps events (docs/semantics.md, "Retention"): an event
+ * may be trimmed once it is older than `maxAgeMs` (by its timestamp) OR once
+ * more than `maxEvents` newer events follow it in its partition, and only
+ * when every group has settled it. Give at least one of the two.
+ */
+export interface Retention {
+  maxAgeMs?: number | null;
+  maxEvents?: number | null;
 }
 
 export interface StreamOptions {
   partitions?: number;
+  /** Trim in the background by age and/or count (see `Retention`). */
+  retention?: Retention | null;
+}
+
+export interface TrimOptions {
+  /** Trim events with a timestamp before this (from the front of each partition). */
+  before?: Date;
+  /** Per partition, keep at most this many newest events. */
+  keep?: number;
+  /** Delete even events some group has not settled; the report says what each group lost. */
+  force?: boolean;
+}
+
+export interface DeleteOptions {
+  confirm: true;
 }
 
 /** Where a group starts: after a sequence (one for all partitions, or per partition), or at a time. */
@@ -170,6 +204,8 @@ export interface NackOptions {
 export type SettleResult = { ok: true } | { ok: false; error: RheoError };
 
 export interface PartitionLag {
+  /** First retained sequence of the partition (trimmed ones below it are gone); 1 until a trim. */
+  lowWatermark: number;
   frontier: number;
   highWatermark: number;
   lag: number;
