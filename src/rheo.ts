@@ -1,4 +1,4 @@
-import type { AppendOutcome, Backend, BackendCapabilities, LeaseRef, SettleOp } from './core/backend.js';
+import type { AppendOutcome, Backend, BackendCapabilities, LeaseRef, SettleOp, TrimReport } from './core/backend.js';
 import type { PingResult } from './core/health.js';
 import { queryPages } from './core/query-pages.js';
 import {
@@ -13,7 +13,9 @@ import {
   normalizePartitions,
   normalizeQuery,
   normalizeReplay,
+  normalizeRetention,
   normalizeStart,
+  normalizeTrim,
   prepareAppend,
   settleOp,
 } from './core/arguments.js';
@@ -30,6 +32,7 @@ import type {
   AppendInput,
   AppendedEvent,
   DeadLetter,
+  DeleteOptions,
   DeadLetterOptions,
   FetchOptions,
   GroupInfo,
@@ -49,8 +52,10 @@ import type {
   RheoEvent,
   SettleRequest,
   SettleResult,
+  Retention,
   StreamInfo,
   StreamOptions,
+  TrimOptions,
 } from './core/types.js';
 import { assertName, assertString, describe, optionalInteger } from './core/validation.js';
 import { memoryBackend } from './backends/memory/memory-backend.js';
@@ -58,6 +63,8 @@ import { RheoProducer } from './producer/rheo-producer.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
+import { BackgroundTrimmer } from './retention/background-trimmer.js';
+import { DEFAULT_TRIM_BATCH, trimInBatches } from './retention/trim-batches.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -81,6 +88,17 @@ export interface RheoOptions {
   clock?: Clock;
   /** Event and batch size limits (core/limits.ts); defaults 1 MiB per event, 64 MiB per batch. */
   limits?: Partial<RheoLimits>;
+  /** The background trimmer (docs/semantics.md, "Background trimming"). */
+  retention?: Partial<RetentionTrimmerOptions>;
+}
+
+export interface RetentionTrimmerOptions {
+  /** Run the background trimmer at all. Default true. */
+  enabled: boolean;
+  /** Time between passes over the streams that have retention. Default 60 s. */
+  intervalMs: number;
+  /** Events deleted per backend call (one short transaction on PostgreSQL). Default 10,000. */
+  batchSize: number;
 }
 
 export type { SettleRequest } from './core/types.js';
@@ -100,6 +118,9 @@ export class Rheo {
   /** How to end each producer and consumer this instance made; `close()` runs them all. */
   readonly #attached = new Set<() => Promise<void>>();
   readonly limits: Readonly<RheoLimits>;
+  /** The background trimmer; `null` when disabled. `runOnce()` runs a pass now. */
+  readonly trimmer: BackgroundTrimmer | null;
+  readonly #trimBatchSize: number;
   #closed = false;
   /** Settles outlive `#closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
@@ -131,7 +152,18 @@ export class Rheo {
         max: MAX_CONFIGURABLE_BYTES,
       }),
     });
+    const r = options.retention ?? {};
+    assertOptions('retention', r);
+    if (r.enabled !== undefined && typeof r.enabled !== 'boolean') {
+      throw invalidArgument(`retention.enabled must be a boolean, got ${describe(r.enabled)}`);
+    }
+    const intervalMs = optionalInteger('retention.intervalMs', r.intervalMs, 60_000, { min: 1, max: 2_147_483_647 });
+    const batchSize = optionalInteger('retention.batchSize', r.batchSize, DEFAULT_TRIM_BATCH, { min: 1, max: 1_000_000 });
+    this.#trimBatchSize = batchSize;
     this.backend = options.backend ?? memoryBackend({ clock: this.clock });
+    this.trimmer =
+      r.enabled === false ? null : new BackgroundTrimmer(this.backend, { intervalMs, batchSize, maxBatchesPerPass: 100 });
+    this.trimmer?.start();
   }
 
   get closed(): boolean {
@@ -178,7 +210,7 @@ export class Rheo {
   async #shutdown(): Promise<void> {
     this.#closed = true;
     try {
-      await Promise.allSettled([...this.#attached].map((end) => end()));
+      await Promise.allSettled([...[...this.#attached].map((end) => end()), this.trimmer?.close()]);
     } finally {
       this.#settlesClosed = true;
       await this.backend.close();
@@ -196,7 +228,49 @@ export class Rheo {
     assertName('stream', name);
     assertOptions('createStream options', options);
     const partitions = optionalInteger('partitions', options.partitions, 1, { min: 1, max: MAX_PARTITIONS });
-    await this.#call(() => this.backend.createStream(name, partitions));
+    const retention = options.retention === undefined ? null : normalizeRetention(options.retention);
+    await this.#call(() => this.backend.createStream(name, partitions, retention));
+  }
+
+  /**
+   * Sets (or with `null` clears) the stream's retention; the background
+   * trimmer applies it. See docs/semantics.md, "Retention".
+   */
+  async setRetention(stream: string, retention: Retention | null): Promise<void> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    const policy = normalizeRetention(retention);
+    await this.#call(() => this.backend.setRetention(stream, policy));
+  }
+
+  /**
+   * Deletes events from the front of each partition: those `before` a time
+   * and/or beyond the newest `keep` per partition, or what the stream's
+   * retention allows when neither is given; only what every group has settled
+   * unless `force`. Runs in bounded batches until nothing more may go.
+   */
+  async trim(stream: string, options: TrimOptions = {}): Promise<TrimReport> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    const request = normalizeTrim(options);
+    return this.#call(() => trimInBatches(this.backend, stream, { ...request, limit: this.#trimBatchSize }));
+  }
+
+  /** Deletes a group's progress, leases and dead letters. Requires `{ confirm: true }`. */
+  async deleteGroup(stream: string, group: string, options: DeleteOptions): Promise<void> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    assertConfirmed(options, `deleteGroup on stream "${stream}", group "${group}" deletes the group's progress and dead letters`, { stream, group });
+    await this.#call(() => this.backend.deleteGroup(stream, group));
+  }
+
+  /** Deletes a stream with its events and groups; the name can be created again. Requires `{ confirm: true }`. */
+  async deleteStream(stream: string, options: DeleteOptions): Promise<void> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertConfirmed(options, `deleteStream on stream "${stream}" deletes its events and every group`, { stream });
+    await this.#call(() => this.backend.deleteStream(stream));
   }
 
   async listStreams(): Promise<StreamInfo[]> {
@@ -461,13 +535,7 @@ export class Rheo {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    if (options === null || typeof options !== 'object' || options.confirm !== true) {
-      throw new RheoError(
-        'confirm_required',
-        `resetGroup on stream "${stream}", group "${group}" drops all progress; pass { confirm: true }`,
-        { stream, group },
-      );
-    }
+    assertConfirmed(options, `resetGroup on stream "${stream}", group "${group}" drops all progress`, { stream, group });
     const start = normalizeStart(options.startAfter, options.startAt);
     await this.#call(() => this.backend.resetGroup(stream, group, start));
   }
@@ -577,6 +645,16 @@ export class Rheo {
   }
 }
 
+/** Destructive calls need `{ confirm: true }`; anything else is `confirm_required` and changes nothing. */
+function assertConfirmed(options: unknown, what: string, details: { stream: string; group?: string }): void {
+  let confirmed = false;
+  try {
+    confirmed = options !== null && typeof options === 'object' && (options as { confirm?: unknown }).confirm === true;
+  } catch {
+    confirmed = false;
+  }
+  if (!confirmed) throw new RheoError('confirm_required', `${what}; pass { confirm: true }`, details);
+}
 
 /** An array's length, read once; an array-like Proxy whose traps throw is bad input, not a crash. */
 function arrayLength(what: string, items: unknown): number {

@@ -4,7 +4,9 @@ import type {
   NormalizedQuery,
   NormalizedReplay,
   PreparedAppend,
+  RetentionPolicy,
   SettleOp,
+  TrimRequest,
 } from './backend.js';
 import type { Clock } from './clock.js';
 import { RheoError, invalidArgument } from './errors.js';
@@ -404,4 +406,54 @@ function queryOf(stream: string, o: QueryOptions, defaultMaxBytes: number): Norm
     maxBytes,
     cursor,
   };
+}
+
+/** Longest retention age accepted: about 1,000 years, so `now - maxAgeMs` stays a valid date. */
+export const MAX_RETENTION_AGE_MS = 1000 * 365 * 24 * 3600_000;
+
+/**
+ * A retention policy: `null` (keep everything) or an object with at least
+ * one of `maxAgeMs` (>= 1) and `maxEvents` (>= 0); each may be null/absent.
+ */
+export function normalizeRetention(value: unknown): RetentionPolicy | null {
+  if (value === null) return null;
+  assertPlainObject('retention', value);
+  for (const key of Object.keys(value)) {
+    if (key !== 'maxAgeMs' && key !== 'maxEvents') {
+      throw invalidArgument(`retention accepts maxAgeMs and maxEvents, got an unknown key ${JSON.stringify(key)}`);
+    }
+  }
+  const maxAgeMs = value.maxAgeMs ?? null;
+  const maxEvents = value.maxEvents ?? null;
+  if (maxAgeMs !== null) assertInteger('retention.maxAgeMs', maxAgeMs, { min: 1, max: MAX_RETENTION_AGE_MS });
+  if (maxEvents !== null) assertInteger('retention.maxEvents', maxEvents, { min: 0 });
+  if (maxAgeMs === null && maxEvents === null) {
+    throw invalidArgument('retention needs maxAgeMs or maxEvents (pass null to keep every event)');
+  }
+  return { maxAgeMs, maxEvents };
+}
+
+/** `rheo.trim` options into a backend request (without `limit`). */
+export function normalizeTrim(options: unknown): Omit<TrimRequest, 'limit'> {
+  if (options === undefined) return { before: null, keep: null, force: false };
+  assertPlainObject('trim options', options);
+  for (const key of Object.keys(options)) {
+    if (key !== 'before' && key !== 'keep' && key !== 'force') {
+      throw invalidArgument(`trim accepts before, keep and force, got an unknown key ${JSON.stringify(key)}`);
+    }
+  }
+  let before: Date | null = null;
+  if (options.before !== undefined) {
+    assertDate('trim before', options.before);
+    before = new Date(options.before.getTime());
+  }
+  let keep: number | null = null;
+  if (options.keep !== undefined) {
+    assertInteger('trim keep', options.keep);
+    keep = options.keep;
+  }
+  if (options.force !== undefined && typeof options.force !== 'boolean') {
+    throw invalidArgument(`trim force must be a boolean, got ${describe(options.force)}`);
+  }
+  return { before, keep, force: options.force === true };
 }

@@ -1,3 +1,4 @@
+import type { RetentionPolicy } from './backend.js';
 import type { RheoError } from './errors.js';
 
 /** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
@@ -86,7 +87,7 @@ export interface StreamInfo {
   partitions: number;
   createdAt: Date;
   /** The stream's retention policy, `null` when it keeps everything. */
-  retention: Retention | null;
+  retention: RetentionPolicy | null;
   /**
    * Per partition: the first retained sequence (`highWatermark + 1` when the
    * partition holds no event) and the highest sequence ever appended.

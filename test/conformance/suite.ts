@@ -15,6 +15,7 @@ import { registerQueryAllTests } from './query-all.js';
 import { registerQueryTests } from './query.js';
 import { registerRenewTests } from './renew.js';
 import { registerReplayTests } from './replay.js';
+import { registerRetentionTests } from './retention.js';
 import { registerStorageTests } from './storage.js';
 
 export type { BackendFactory, ConformanceOptions } from './fixture.js';
@@ -42,6 +43,7 @@ export function runConformanceSuite(
     registerRenewTests(makeBackend);
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
+    registerRetentionTests(makeBackend);
     registerErrorTests(makeBackend);
     registerLimitTests(makeBackend);
     registerInputParityTests(makeBackend);

@@ -206,6 +206,18 @@ export class FaultyBackend implements Backend {
   listStreams(): ReturnType<Backend['listStreams']> {
     return this.inner.listStreams();
   }
+  setRetention(...a: Parameters<Backend['setRetention']>): ReturnType<Backend['setRetention']> {
+    return this.inner.setRetention(...a);
+  }
+  trim(...a: Parameters<Backend['trim']>): ReturnType<Backend['trim']> {
+    return this.inner.trim(...a);
+  }
+  deleteGroup(...a: Parameters<Backend['deleteGroup']>): ReturnType<Backend['deleteGroup']> {
+    return this.inner.deleteGroup(...a);
+  }
+  deleteStream(...a: Parameters<Backend['deleteStream']>): ReturnType<Backend['deleteStream']> {
+    return this.inner.deleteStream(...a);
+  }
   createGroup(...a: Parameters<Backend['createGroup']>): ReturnType<Backend['createGroup']> {
     return this.inner.createGroup(...a);
   }

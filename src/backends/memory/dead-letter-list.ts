@@ -56,6 +56,13 @@ export class DeadLetterList {
     return out;
   }
 
+  /** Removes the entries of one partition with `sequence <= upTo` (their events were trimmed). */
+  removeUpTo(partition: number, upTo: number): void {
+    for (const [sequence, id] of this.#byDelivery.get(partition) ?? []) {
+      if (sequence <= upTo) this.remove(this.#byId.get(id)!);
+    }
+  }
+
   all(): DeadLetterEntry[] {
     return [...this.#byId.values()];
   }

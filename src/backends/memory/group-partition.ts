@@ -164,6 +164,34 @@ export class GroupPartition {
     this.makePending(d, now);
   }
 
+  /**
+   * A trim deleted every sequence up to `upTo`: those the group had not
+   * settled (open, or never offered and not held) count as dead-lettered and
+   * gone; the cursor moves to at least `upTo` so the frontier never sits
+   * below a deleted sequence. Returns how many were unsettled. Costs
+   * O(open + held) and runs only on trims that pass the frontier.
+   */
+  trimTo(upTo: number): number {
+    let unsettled = 0;
+    for (const d of [...this.open.values()]) {
+      if (d.sequence > upTo) continue;
+      this.close(d);
+      unsettled++;
+    }
+    let heldBelow = 0;
+    for (const s of this.#held) {
+      if (s > upTo) continue;
+      this.#held.delete(s);
+      if (s > this.cursor) heldBelow++;
+    }
+    if (upTo > this.cursor) {
+      unsettled += upTo - this.cursor - heldBelow;
+      this.cursor = upTo;
+    }
+    this.#advance();
+    return unsettled;
+  }
+
   /** Heap entries held for this partition (stale ones included): bounded by a multiple of the open deliveries. */
   get heapEntries(): number {
     return this.#openSeqs.size + this.#timers.size + this.#ready.size;

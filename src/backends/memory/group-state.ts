@@ -25,6 +25,7 @@ export function groupLag(log: StreamLog, g: GroupState): LagReport {
     const lag = Math.max(0, highWatermark - frontier);
     total += lag;
     partitions[p] = {
+      lowWatermark: log.lowWatermark(p),
       frontier,
       highWatermark,
       lag,
@@ -41,10 +42,12 @@ export function startPartitions(log: StreamLog, start: GroupStart): GroupPartiti
       if (Number(key) >= log.partitions) throw invalidPartition(log.name, key, log.partitions);
     }
   }
+  // A start below the low watermark starts at it (docs/semantics.md, "Retention").
   return Array.from({ length: log.partitions }, (_, p) => {
-    if (start.kind === 'after') return new GroupPartition(start.perPartition[p] ?? start.after);
+    const floor = log.lowWatermark(p) - 1;
+    if (start.kind === 'after') return new GroupPartition(Math.max(floor, start.perPartition[p] ?? start.after));
     const first = log.firstSequenceAt(p, start.at.getTime());
-    return new GroupPartition(first === null ? log.highWatermark(p) : first - 1);
+    return new GroupPartition(first === null ? log.highWatermark(p) : Math.max(floor, first - 1));
   });
 }
 

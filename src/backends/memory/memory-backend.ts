@@ -11,8 +11,11 @@ import type {
   NormalizedReplay,
   PreparedAppend,
   RenewResult,
+  RetentionPolicy,
   SettleOp,
   SettleOutcome,
+  TrimReport,
+  TrimRequest,
 } from '../../core/backend.js';
 import { receiptOf } from '../../core/backend.js';
 import { systemClock, type Clock } from '../../core/clock.js';
@@ -55,6 +58,7 @@ interface Spent {
 
 interface StreamState {
   readonly log: StreamLog;
+  retention: RetentionPolicy | null;
   readonly groups: Map<string, GroupState>;
   readonly waiters: Set<() => void>;
 }
@@ -105,13 +109,14 @@ class MemoryBackend implements Backend {
     for (const s of this.#streams.values()) for (const wake of s.waiters) wake();
   }
 
-  async createStream(name: string, partitions: number): Promise<void> {
+  async createStream(name: string, partitions: number, retention: RetentionPolicy | null = null): Promise<void> {
     this.#assertOpen();
     if (this.#streams.has(name)) {
       throw new RheoError('already_exists', `stream "${name}" already exists`, { stream: name });
     }
     this.#streams.set(name, {
       log: new StreamLog(name, partitions, new Date(this.#clock.now())),
+      retention: retention && { ...retention },
       groups: new Map(),
       waiters: new Set(),
     });
@@ -120,7 +125,19 @@ class MemoryBackend implements Backend {
   async listStreams(): Promise<StreamInfo[]> {
     this.#assertOpen();
     return [...this.#streams.values()]
-      .map(({ log }) => ({ name: log.name, partitions: log.partitions, createdAt: new Date(log.createdAt) }))
+      .map(({ log, retention }) => {
+        const watermarks: StreamInfo['watermarks'] = {};
+        for (let p = 0; p < log.partitions; p++) {
+          watermarks[p] = { lowWatermark: log.lowWatermark(p), highWatermark: log.highWatermark(p) };
+        }
+        return {
+          name: log.name,
+          partitions: log.partitions,
+          createdAt: new Date(log.createdAt),
+          retention: retention && { ...retention },
+          watermarks,
+        };
+      })
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
@@ -283,7 +300,9 @@ class MemoryBackend implements Backend {
       return;
     }
     for (const p of partitions) {
-      const from = spec.kind === 'fromSequence' ? spec.fromSequence : log.firstSequenceAt(p, spec.from.getTime());
+      // Below the low watermark a replay starts at it (docs/semantics.md, "Retention").
+      const from =
+        spec.kind === 'fromSequence' ? Math.max(spec.fromSequence, log.lowWatermark(p)) : log.firstSequenceAt(p, spec.from.getTime());
       if (from === null) continue;
       const part = g.parts[p]!;
       part.rewind(from);
@@ -354,6 +373,66 @@ class MemoryBackend implements Backend {
       g.parts[dead.partition]!.reopen(dead.sequence, now);
     }
     return entries.length;
+  }
+
+  async setRetention(stream: string, retention: RetentionPolicy | null): Promise<void> {
+    this.#stream(stream).retention = retention && { ...retention };
+  }
+
+  /**
+   * Per partition in order, while the batch limit lasts: the bound is the
+   * higher of the count bound and the age bound (the leading run of old
+   * events), capped by every group's frontier unless forced. Groups passed
+   * by a forced bound lose their unsettled sequences below it.
+   */
+  async trim(stream: string, request: TrimRequest): Promise<TrimReport> {
+    const s = this.#stream(stream);
+    const { log } = s;
+    const explicit = request.before !== null || request.keep !== null;
+    const policy = explicit ? null : s.retention;
+    const keep = explicit ? request.keep : (policy?.maxEvents ?? null);
+    const beforeMs = explicit
+      ? (request.before?.getTime() ?? null)
+      : policy?.maxAgeMs != null
+        ? this.#clock.now() - policy.maxAgeMs
+        : null;
+    const report: TrimReport = { deleted: 0, partitions: {}, forced: [] };
+    let budget = request.limit;
+    for (let p = 0; p < log.partitions; p++) {
+      const low = log.lowWatermark(p);
+      let bound = low - 1;
+      if (budget > 0 && (explicit || policy !== null)) {
+        if (keep !== null) bound = Math.max(bound, log.highWatermark(p) - keep);
+        if (beforeMs !== null) bound = Math.max(bound, log.lastBefore(p, beforeMs, budget));
+        bound = Math.min(bound, low - 1 + budget);
+        if (!request.force) for (const g of s.groups.values()) bound = Math.min(bound, g.parts[p]!.frontier());
+      }
+      if (bound >= low) {
+        for (const g of [...s.groups.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+          const unsettled = g.parts[p]!.trimTo(bound);
+          g.deadLetters.removeUpTo(p, bound);
+          if (unsettled > 0) report.forced.push({ group: g.name, partition: p, unsettled });
+        }
+      }
+      const deleted = bound >= low ? log.trimTo(p, bound) : 0;
+      budget -= deleted;
+      report.deleted += deleted;
+      report.partitions[p] = { deleted, lowWatermark: log.lowWatermark(p) };
+    }
+    return report;
+  }
+
+  async deleteGroup(stream: string, group: string): Promise<void> {
+    const s = this.#stream(stream);
+    if (!s.groups.delete(group)) throw groupNotFound(stream, group);
+  }
+
+  async deleteStream(stream: string): Promise<void> {
+    const s = this.#stream(stream);
+    this.#streams.delete(stream);
+    // Idle producers of the stream look again (and find it gone) instead of waiting out their poll.
+    for (const wake of [...s.waiters]) wake();
+    s.waiters.clear();
   }
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
