@@ -16,17 +16,22 @@ export interface GroupRef {
 }
 
 /**
- * Name -> id lookups for streams and groups. Streams and groups are never
- * deleted and their partition count and maxAttempts never change, so a found
- * entry is cached for the backend's lifetime; misses are not cached (another
- * process may create the name a moment later). After warm-up every hot path
- * is a single statement.
+ * Name -> id lookups for streams and groups. A stream's partition count and
+ * a group's maxAttempts never change, and ids are never reused, so a found
+ * entry is cached; misses are not cached (another process may create the
+ * name a moment later). After warm-up every hot path is a single statement.
+ * Deletion (issue 14) is the one way an entry goes stale: this process
+ * forgets what it deletes, and the paths that find nothing under a cached id
+ * (an empty fetch or read, an append that stored nothing) look the name up
+ * again (`revalidate`) to notice another process deleted or re-created it.
  */
 export class Catalog {
   readonly #db: Database;
   readonly #sql: Statements;
   readonly #streams = new Map<string, StreamRef>();
   readonly #groups = new Map<string, GroupRef>();
+  /** When each name was last revalidated (monotonic ms). */
+  readonly #validated = new Map<string, number>();
 
   constructor(db: Database, sql: Statements) {
     this.#db = db;
@@ -68,6 +73,57 @@ export class Catalog {
     const ref = { id: row.id, name: group, stream: streamRef, maxAttempts: row.max_attempts };
     this.#groups.set(key, ref);
     return ref;
+  }
+
+  /** Drops the cached stream and its groups. */
+  forgetStream(name: string): void {
+    this.#streams.delete(name);
+    const prefix = `${name}\u0000`;
+    for (const key of [...this.#groups.keys()]) if (key.startsWith(prefix)) this.#groups.delete(key);
+  }
+
+  forgetGroup(stream: string, group: string): void {
+    this.#groups.delete(`${stream}\u0000${group}`);
+  }
+
+  /**
+   * Whether the cached ids of `stream` (and `group`) are still current;
+   * when not, forgets them so the next lookup finds the current ones (or
+   * reports them missing). Costs one or two lookups.
+   */
+  async revalidate(stream: string, group?: string): Promise<boolean> {
+    // At most once a second per name: idle producers fetch nothing every poll.
+    const key = group === undefined ? stream : `${stream}\u0000${group}`;
+    const now = performance.now();
+    const last = this.#validated.get(key);
+    if (last !== undefined && now - last < 1000) return true;
+    this.#validated.set(key, now);
+    if (this.#validated.size > 10_000) this.#validated.clear();
+    const cached = this.#streams.get(stream);
+    if (cached) {
+      const [row] = await this.#db.query<{ id: number }>(
+        { action: `look up stream "${stream}"`, stream, writes: false },
+        this.#sql.lookupStream,
+        [stream],
+      );
+      if (!row || row.id !== cached.id) {
+        this.forgetStream(stream);
+        return false;
+      }
+    }
+    if (group === undefined) return true;
+    const g = this.#groups.get(`${stream}\u0000${group}`);
+    if (!g) return true;
+    const [row] = await this.#db.query<{ id: number }>(
+      { action: `look up group "${group}" of stream "${stream}"`, stream, group, writes: false },
+      this.#sql.lookupGroup,
+      [g.stream.id, group],
+    );
+    if (!row || row.id !== g.id) {
+      this.forgetGroup(stream, group);
+      return false;
+    }
+    return true;
   }
 
   async group(stream: string, group: string): Promise<GroupRef> {

@@ -20,6 +20,7 @@ interface LagRow {
   high_watermark: number;
   min_open: number | null;
   oldest_ms: number | null;
+  low_watermark: number;
 }
 
 export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagReport> {
@@ -36,6 +37,7 @@ export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagRepo
     const lag = Math.max(0, row.high_watermark - frontier);
     total += lag;
     partitions[row.partition] = {
+      lowWatermark: row.low_watermark,
       frontier,
       highWatermark: row.high_watermark,
       lag,
@@ -76,12 +78,16 @@ export async function replayGroup(
   const { sql } = ctx;
   const label = { stream: g.stream.name, group: g.name, writes: true };
   await ctx.db.transaction({ action: `replay group "${g.name}" of stream "${g.stream.name}"`, ...label }, async (tx) => {
+    const lows = await txQuery<{ partition: number; low_watermark: number }>(tx, sql.lockLowWatermarks, [g.stream.id]);
+    const lowOf = new Map(lows.map((r) => [r.partition, r.low_watermark]));
     await txQuery(tx, sql.lockCursors, [g.id, scope]);
     // A replay moves cursors back below lease ranges or reopens sequences
     // inside them; both paths work on rows, so the ranges become rows first.
     await txQuery(tx, sql.explodeGroup, [g.id, scope]);
     if (spec.kind === 'fromSequence') {
-      await txQuery(tx, sql.replayFrom, [g.id, scope, scope.map(() => spec.fromSequence)]);
+      // Below the low watermark a replay starts at it (docs/semantics.md, "Retention").
+      const from = scope.map((p) => Math.max(spec.fromSequence, lowOf.get(p) ?? 1));
+      await txQuery(tx, sql.replayFrom, [g.id, scope, from]);
       await txQuery(tx, sql.replayAdvance, [g.id, scope]);
       return;
     }
@@ -120,6 +126,7 @@ export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupSta
   await ctx.db.transaction(
     { action: `reset group "${g.name}" of stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
     async (tx) => {
+      await txQuery(tx, ctx.sql.lockLowWatermarks, [g.stream.id]);
       await txQuery(tx, ctx.sql.lockCursors, [g.id, null]);
       await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params]);
     },

@@ -12,8 +12,11 @@ import type {
   NormalizedReplay,
   PreparedAppend,
   RenewResult,
+  RetentionPolicy,
   SettleOp,
   SettleOutcome,
+  TrimReport,
+  TrimRequest,
 } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
@@ -37,6 +40,15 @@ import { AppendListener } from './notifications.js';
 import { nowParam, toEvent, type EventRow } from './rows.js';
 import { notifyChannel, quoteSchema } from './schema-name.js';
 import { buildQuery } from './sql/query.js';
+import { renderRetentionStatements } from './sql/retention.js';
+import {
+  deleteGroup,
+  deleteStream,
+  purgeLeftovers,
+  setRetention,
+  trimStream,
+  type RetentionContext,
+} from './retention.js';
 import { renderStatements, type Statements } from './statements.js';
 
 /** Where rheo's connections come from: a connection string (rheo owns the pool) or a borrowed pool. */
@@ -91,6 +103,7 @@ export class PostgresBackend implements Backend {
   readonly #channel: string;
   readonly #catalog: Catalog;
   readonly #ctx: LeaseContext;
+  readonly #rctx: RetentionContext;
   readonly #listener: AppendListener;
   #closing: Promise<void> | null = null;
   #schemaOk = false;
@@ -141,6 +154,7 @@ export class PostgresBackend implements Backend {
       now: () => nowParam(clock ? clock.now() : null),
       rotation: new Map(),
     };
+    this.#rctx = { ...this.#ctx, retention: renderRetentionStatements(this.#quotedSchema), schema: this.schema };
     this.#listener = new AppendListener(
       () => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` }),
       `"${this.#channel}"`,
@@ -222,12 +236,12 @@ export class PostgresBackend implements Backend {
     return this.#closing;
   }
 
-  async createStream(name: string, partitions: number): Promise<void> {
+  async createStream(name: string, partitions: number, retention: RetentionPolicy | null = null): Promise<void> {
     await this.#ensureSchema();
     const rows = await this.#db.query(
       { action: `create stream "${name}"`, stream: name, writes: true },
       this.#sql.createStream,
-      [name, partitions, this.#ctx.now()],
+      [name, partitions, this.#ctx.now(), retention?.maxAgeMs ?? null, retention?.maxEvents ?? null],
     );
     if (rows.length === 0) {
       throw new RheoError('already_exists', `stream "${name}" already exists`, { stream: name });
@@ -236,12 +250,26 @@ export class PostgresBackend implements Backend {
 
   async listStreams(): Promise<StreamInfo[]> {
     await this.#ensureSchema();
-    const rows = await this.#db.query<{ name: string; partitions: number; created_at_ms: number }>(
-      { action: 'list streams', writes: false },
-      this.#sql.listStreams,
-      [],
-    );
-    return rows.map((r) => ({ name: r.name, partitions: r.partitions, createdAt: new Date(r.created_at_ms) }));
+    const rows = await this.#db.query<{
+      name: string;
+      partitions: number;
+      created_at_ms: number;
+      retention_max_age_ms: number | null;
+      retention_max_events: number | null;
+      watermarks: Array<[number, number, number]> | null;
+    }>({ action: 'list streams', writes: false }, this.#sql.listStreams, []);
+    return rows.map((r) => {
+      const watermarks: StreamInfo['watermarks'] = {};
+      for (const [p, low, high] of r.watermarks ?? []) watermarks[p] = { lowWatermark: low, highWatermark: high };
+      const hasRetention = r.retention_max_age_ms !== null || r.retention_max_events !== null;
+      return {
+        name: r.name,
+        partitions: r.partitions,
+        createdAt: new Date(r.created_at_ms),
+        retention: hasRetention ? { maxAgeMs: r.retention_max_age_ms, maxEvents: r.retention_max_events } : null,
+        watermarks,
+      };
+    });
   }
 
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
@@ -271,14 +299,22 @@ export class PostgresBackend implements Backend {
 
   async append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]> {
     await this.#ensureSchema();
-    const s = await this.#catalog.stream(stream);
-    const { outcomes, wrote } = await appendEvents(this.#ctx, s, inputs, {
-      clock: this.#clock,
-      channel: this.#channel,
-      notify: this.#notify,
-    });
-    if (wrote) this.#listener.wake(stream);
-    return outcomes;
+    for (let attempt = 1; ; attempt++) {
+      const s = await this.#catalog.stream(stream);
+      try {
+        const { outcomes, wrote } = await appendEvents(this.#ctx, s, inputs, {
+          clock: this.#clock,
+          channel: this.#channel,
+          notify: this.#notify,
+        });
+        if (wrote) this.#listener.wake(stream);
+        return outcomes;
+      } catch (error) {
+        // A cached id of a stream another process deleted (and maybe re-created) stores nothing.
+        if (attempt === 1 && isRheoError(error, 'internal') && !(await this.#catalog.revalidate(stream))) continue;
+        throw error;
+      }
+    }
   }
 
   async read(stream: string, partition: number, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
@@ -290,6 +326,7 @@ export class PostgresBackend implements Backend {
       this.#sql.read,
       [s.id, partition, after, limit, maxBytes],
     );
+    if (rows.length === 0 && !(await this.#catalog.revalidate(stream))) return this.read(stream, partition, after, limit, maxBytes);
     return rows.map((r) => toEvent(stream, r));
   }
 
@@ -315,7 +352,12 @@ export class PostgresBackend implements Backend {
   }
 
   fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
-    return this.#schemaOk ? fetchLeases(this.#ctx, stream, group, request) : this.#ensureSchema().then(() => fetchLeases(this.#ctx, stream, group, request));
+    const leases = this.#schemaOk ? fetchLeases(this.#ctx, stream, group, request) : this.#ensureSchema().then(() => fetchLeases(this.#ctx, stream, group, request));
+    return leases.then(async (found) => {
+      // Nothing under the cached ids: the group or stream may have been deleted (or re-created) elsewhere.
+      if (found.length > 0 || (await this.#catalog.revalidate(stream, group))) return found;
+      return fetchLeases(this.#ctx, stream, group, request);
+    });
   }
 
   renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
@@ -357,6 +399,38 @@ export class PostgresBackend implements Backend {
   async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
     await this.#ensureSchema();
     return redrive(this.#ctx, await this.#catalog.group(stream, group), eventIds);
+  }
+
+  async setRetention(stream: string, retention: RetentionPolicy | null): Promise<void> {
+    await this.#ensureSchema();
+    await setRetention(this.#rctx, stream, retention);
+  }
+
+  async trim(stream: string, request: TrimRequest): Promise<TrimReport> {
+    await this.#ensureSchema();
+    // The background trimmer also finishes purging streams whose deleting process died.
+    if (request.skipIfBusy) await purgeLeftovers(this.#rctx);
+    const s = await this.#catalog.stream(stream);
+    try {
+      return await trimStream(this.#rctx, s, request);
+    } catch (error) {
+      if (isRheoError(error, 'stream_not_found')) this.#catalog.forgetStream(stream);
+      throw error;
+    }
+  }
+
+  async deleteGroup(stream: string, group: string): Promise<void> {
+    await this.#ensureSchema();
+    const g = await this.#catalog.group(stream, group);
+    this.#catalog.forgetGroup(stream, group);
+    await deleteGroup(this.#rctx, stream, group, g.id);
+  }
+
+  async deleteStream(stream: string): Promise<void> {
+    await this.#ensureSchema();
+    this.#catalog.forgetStream(stream);
+    await deleteStream(this.#rctx, stream);
+    this.#listener.wake(stream);
   }
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {

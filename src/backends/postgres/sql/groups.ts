@@ -14,9 +14,11 @@ import { startCursorSql } from './streams.js';
  */
 export function lagSql(s: string): string {
   return `
-SELECT c.partition, c.cursor, p.high_watermark, m.min_open, ${ms('e.ts')} AS oldest_ms
+SELECT c.partition, c.cursor, p.high_watermark, m.min_open, ${ms('e.ts')} AS oldest_ms,
+       COALESCE(lw.low_watermark, 1) AS low_watermark
 FROM ${s}.group_cursors c
 JOIN ${s}.stream_partitions p ON p.stream_id = $2 AND p.partition = c.partition
+LEFT JOIN ${s}.low_watermarks lw ON lw.stream_id = $2 AND lw.partition = c.partition
 CROSS JOIN LATERAL (
   SELECT LEAST(
     (SELECT min(d.sequence) FROM ${s}.deliveries d WHERE d.group_id = $1 AND d.partition = c.partition),
@@ -60,6 +62,21 @@ FOR UPDATE`;
 }
 
 /** $1 group_id, $2 stream_id, $3 after, $4 override partitions, $5 override cursors, $6 at or null. */
+/**
+ * Lock a stream's low watermarks FOR SHARE, in partition order, before a
+ * replay or reset moves cursors back: a trim (FOR UPDATE on the same rows)
+ * then either finished before (and the new cursors respect its low
+ * watermark) or waits and sees the new cursors. Taken before the cursor
+ * locks, as the trim takes them. $1 stream_id.
+ */
+export function lockLowWatermarksSql(s: string): string {
+  return `
+SELECT partition, low_watermark FROM ${s}.low_watermarks
+WHERE stream_id = $1
+ORDER BY partition
+FOR SHARE`;
+}
+
 export function resetSql(s: string): string {
   return `
 WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1),
@@ -70,6 +87,7 @@ UPDATE ${s}.group_cursors c
 SET cursor = ${startCursorSql(s, '$3', '$6')}
 FROM ${s}.stream_partitions p
 LEFT JOIN unnest($4::int[], $5::int8[]) AS pp(partition, after) ON pp.partition = p.partition
+LEFT JOIN ${s}.low_watermarks lw ON lw.stream_id = p.stream_id AND lw.partition = p.partition
 WHERE c.group_id = $1 AND p.stream_id = $2 AND p.partition = c.partition`;
 }
 
