@@ -150,6 +150,8 @@ export async function deleteStream(ctx: RetentionContext, stream: string): Promi
   const [row] = rows;
   if (!row) throw streamNotFound(stream);
   await purgeStream(ctx, row.id, stream);
+  // And one batch of whatever a process that died mid-purge left behind.
+  await purgeLeftovers(ctx);
 }
 
 async function purgeStream(ctx: RetentionContext, streamId: number, name: string): Promise<void> {
