@@ -25,6 +25,7 @@ import { APPEND, appendScenario } from './scenarios/append.js';
 import { CONSUME, CONSUME_SETTINGS, consumeCase, consumeScenario, fetchLoopCase, producerCase } from './scenarios/consume.js';
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
+import { RETENTION, RETENTION_CASES, retentionScenario } from './scenarios/retention.js';
 import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
 import { STREAMS, STREAMS_CASES, streamsScenario } from './scenarios/streams.js';
 
@@ -37,6 +38,7 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'peers', run: peersScenario },
   { id: 'latency', run: latencyScenario },
   { id: 'scaling', run: scalingScenario },
+  { id: 'retention', run: retentionScenario },
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null } {
@@ -48,7 +50,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
     else if (arg.startsWith('--runs=')) runs = Number(arg.slice('--runs='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,retention]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -179,7 +181,7 @@ function derive(ctx: BenchContext): void {
   }
 }
 
-const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS];
+const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION];
 
 function ordered(rows: MetricSummary[]): MetricSummary[] {
   return [...rows].sort((a, b) => SCENARIO_ORDER.indexOf(a.scenario) - SCENARIO_ORDER.indexOf(b.scenario));
@@ -213,6 +215,7 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('1M backlog throughput ≥ 0.75× 1k backlog (PostgreSQL)', SCALING, scalingCase('postgres', 'large ÷ 1k backlog throughput'), 0.75);
   ratio('dead letters do not slow fetch: ≥ 0.75× (PostgreSQL)', SCALING, scalingCase('postgres', 'with dead letters ÷ without throughput'), 0.75);
   ratio('memory end to end ≥ 0.4× bare streams', STREAMS, STREAMS_CASES.ratio, 0.4);
+  ratio('append + consume while trimming ≥ 0.8× without (PostgreSQL)', RETENTION, RETENTION_CASES.ratio, 0.8);
   return out;
 }
 
