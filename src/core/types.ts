@@ -241,6 +241,8 @@ export interface GroupInfo {
   /** Deliveries currently leased (live or expired-but-unclaimed). */
   inflight: number;
   deadLetters: number;
+  /** The same two counts per partition. */
+  partitions: Record<number, { inflight: number; deadLetters: number }>;
 }
 
 export interface DeadLetter<T = JsonValue> {

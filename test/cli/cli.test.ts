@@ -142,8 +142,9 @@ describe('rheo streams, groups, describe', () => {
     const human = await runCli(['describe', 'orders', 'billing', ...flags]);
     expect(human.code).toBe(0);
     expect(human.stdout).toContain('leases held 1');
-    // PARTITION LOW FRONTIER HIGH LAG OLDEST
-    expect(human.stdout).toMatch(/^\s*0\s+1\s+1\s+2\s+1\s+\d+s$/m);
+    // PARTITION LOW FRONTIER HIGH LAG OLDEST LEASES DEAD
+    expect(human.stdout).toMatch(/^\s*0\s+1\s+1\s+2\s+1\s+\d+s\s+0\s+0$/m);
+    expect(human.stdout).toMatch(/^\s*1\s+1\s+0\s+1\s+1\s+\d+s\s+1\s+0$/m);
   });
 
   it('exits 3 with an error that names the stream and group when either is missing', async () => {

@@ -64,8 +64,8 @@ describe('rheo retention, trim, delete-group, delete-stream', () => {
     expect(await lows(rheo, 's')).toEqual([5, 5]);
 
     const described = await runCli(['describe', 's', 'g', ...flags]);
-    // PARTITION LOW FRONTIER HIGH LAG OLDEST
-    expect(described.stdout).toMatch(/^\s*1\s+5\s+4\s+5\s+1\s+\S+$/m);
+    // PARTITION LOW FRONTIER HIGH LAG OLDEST LEASES DEAD
+    expect(described.stdout).toMatch(/^\s*1\s+5\s+4\s+5\s+1\s+\S+\s+0\s+0$/m);
     expect(described.stdout).toContain('retention: keep everything');
     expect((await runCli(['trim', 'missing', ...flags])).code).toBe(3);
     expect((await runCli(['trim', 's', '--keep', '-1', ...flags])).code).toBe(2);

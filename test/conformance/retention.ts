@@ -304,6 +304,28 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
       expect((await rheo.lag('s', 'g')).lag).toBe(1);
     });
 
+    it('groupInfo counts leases held and dead letters per partition, summing to the totals', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s', { partitions: 3 });
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 4, { partition: 0 });
+      await appendN(rheo, 's', 3, { partition: 2 });
+      const p0 = await rheo.fetch('s', 'g', { limit: 4, partitions: [0] });
+      const p2 = await rheo.fetch('s', 'g', { limit: 3, partitions: [2] });
+      await rheo.reject(p0[0]!, 'x');
+      await rheo.ack(p0[1]!);
+      await rheo.reject(p2[2]!, 'y');
+      await rheo.nack(p2[0]!, 'later', { delayMs: 60_000 });
+      const info = await rheo.groupInfo('s', 'g');
+      expect(info.partitions).toEqual({
+        0: { inflight: 2, deadLetters: 1 },
+        1: { inflight: 0, deadLetters: 0 },
+        2: { inflight: 1, deadLetters: 1 },
+      });
+      expect(info.inflight).toBe(3);
+      expect(info.deadLetters).toBe(2);
+    });
+
     it('bad input is invalid_argument and changes nothing', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

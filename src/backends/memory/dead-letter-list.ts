@@ -30,6 +30,11 @@ export class DeadLetterList {
     this.#order.push(entry.id);
   }
 
+  /** How many entries one partition holds. */
+  countIn(partition: number): number {
+    return this.#byDelivery.get(partition)?.size ?? 0;
+  }
+
   has(id: number): boolean {
     return this.#byId.has(id);
   }

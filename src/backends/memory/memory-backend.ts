@@ -325,6 +325,9 @@ class MemoryBackend implements Backend {
       lag: groupLag(log, g),
       inflight: g.parts.reduce((n, part) => n + part.leasedCount, 0),
       deadLetters: g.deadLetters.size,
+      partitions: Object.fromEntries(
+        g.parts.map((part, p) => [p, { inflight: part.leasedCount, deadLetters: g.deadLetters.countIn(p) }]),
+      ),
     };
   }
 

@@ -53,6 +53,18 @@ export interface GroupCounts {
   dead_letters: number;
 }
 
+export async function partitionCounts(
+  ctx: LeaseContext,
+  g: GroupRef,
+): Promise<Record<number, { inflight: number; deadLetters: number }>> {
+  const rows = await ctx.db.query<{ partition: number; inflight: string | number; dead_letters: string | number }>(
+    { action: `count state of group "${g.name}" per partition`, stream: g.stream.name, group: g.name, writes: false },
+    ctx.sql.partitionCounts,
+    [g.id],
+  );
+  return Object.fromEntries(rows.map((r) => [r.partition, { inflight: Number(r.inflight), deadLetters: Number(r.dead_letters) }]));
+}
+
 export async function groupCounts(ctx: LeaseContext, g: GroupRef): Promise<GroupCounts> {
   const [row] = await ctx.db.query<GroupCounts>(
     { action: `count state of group "${g.name}"`, stream: g.stream.name, group: g.name, writes: false },

@@ -29,6 +29,7 @@ import {
   groupCounts,
   lagReport,
   listDeadLetters,
+  partitionCounts,
   redrive,
   replayGroup,
   resetGroup,
@@ -387,8 +388,15 @@ export class PostgresBackend implements Backend {
     await this.#ensureSchema();
     const g = await this.#catalog.group(stream, group);
     const lag = await lagReport(this.#ctx, g);
-    const counts = await groupCounts(this.#ctx, g);
-    return { stream, group, maxAttempts: g.maxAttempts, lag, inflight: counts.inflight, deadLetters: counts.dead_letters };
+    // Totals are the partitions' sums, so the two always agree.
+    const partitions = await partitionCounts(this.#ctx, g);
+    let inflight = 0;
+    let deadLetters = 0;
+    for (const c of Object.values(partitions)) {
+      inflight += c.inflight;
+      deadLetters += c.deadLetters;
+    }
+    return { stream, group, maxAttempts: g.maxAttempts, lag, inflight, deadLetters, partitions };
   }
 
   async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {

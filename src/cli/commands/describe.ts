@@ -16,8 +16,9 @@ export function registerDescribe(program: Command): void {
 Columns: LOW is the partition's first retained sequence (events below it were
 trimmed); FRONTIER is the highest sequence up to which every event is settled;
 HIGH is the partition's last sequence; LAG = HIGH - FRONTIER; OLDEST is how long
-the event after the frontier has waited. Leases held and dead letters are
-counted for the whole group, above the table, with the stream's retention.`,
+the event after the frontier has waited; LEASES are deliveries leased now (live
+or expired but not yet claimed again); DEAD are dead letters. The group's totals
+and the stream's retention are above the table.`,
     )
     .action(async (stream: string, group: string, _options: unknown, command: Command) =>
       withRheo(command, async (ctx) => {
@@ -29,7 +30,7 @@ counted for the whole group, above the table, with the stream's retention.`,
         ctx.print(`lag ${info.lag.lag}  leases held ${info.inflight}  dead letters ${info.deadLetters}\n`);
         ctx.print(
           formatTable(
-            ['PARTITION', 'LOW', 'FRONTIER', 'HIGH', 'LAG', 'OLDEST'],
+            ['PARTITION', 'LOW', 'FRONTIER', 'HIGH', 'LAG', 'OLDEST', 'LEASES', 'DEAD'],
             partitionsOf(info.lag).map(([p, lag]) => [
               p,
               lag.lowWatermark,
@@ -37,6 +38,8 @@ counted for the whole group, above the table, with the stream's retention.`,
               lag.highWatermark,
               lag.lag,
               lag.oldestUnsettledAt ? formatAge(now - lag.oldestUnsettledAt.getTime()) : '-',
+              info.partitions[Number(p)]?.inflight ?? 0,
+              info.partitions[Number(p)]?.deadLetters ?? 0,
             ]),
           ),
         );

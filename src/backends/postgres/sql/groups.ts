@@ -48,6 +48,23 @@ SELECT (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1) + (SELECT open
 }
 
 /**
+ * countsSql per partition, for groupInfo: leased rows and unsettled range
+ * members, and dead letters (dead_letters unique key prefix). $1 group_id.
+ */
+export function partitionCountsSql(s: string): string {
+  return `
+SELECT c.partition,
+       (SELECT count(*) FROM ${s}.deliveries d
+        WHERE d.group_id = $1 AND d.partition = c.partition AND d.lease_id IS NOT NULL)
+       + (SELECT COALESCE(sum(length(r.settled) - bit_count(r.settled)), 0)::int8 FROM ${s}.lease_ranges r
+          WHERE r.group_id = $1 AND r.partition = c.partition) AS inflight,
+       (SELECT count(*) FROM ${s}.dead_letters dl WHERE dl.group_id = $1 AND dl.partition = c.partition) AS dead_letters
+FROM ${s}.group_cursors c
+WHERE c.group_id = $1
+ORDER BY c.partition`;
+}
+
+/**
  * Lock the group's cursors for the given partitions (all when null), in
  * partition order like fetch does, so admin changes queue behind in-flight
  * claims and later statements of the transaction see their effects.
