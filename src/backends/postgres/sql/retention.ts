@@ -211,8 +211,14 @@ export function deleteStreamSql(s: string): string {
 WITH st AS MATERIALIZED (
   SELECT id FROM ${s}.streams WHERE name = $1 FOR UPDATE
 ),
+-- Low watermarks before cursors, the order a forced trim takes them in.
+lows_locked AS MATERIALIZED (
+  SELECT l.partition FROM ${s}.low_watermarks l JOIN st ON l.stream_id = st.id
+  ORDER BY l.partition FOR UPDATE OF l
+),
 gs AS MATERIALIZED (
   SELECT g.id FROM ${s}.groups g JOIN st ON g.stream_id = st.id
+  WHERE (SELECT count(*) FROM lows_locked) >= 0
 ),
 locked AS MATERIALIZED (
   SELECT c.group_id FROM ${s}.group_cursors c JOIN gs ON gs.id = c.group_id
