@@ -3,7 +3,8 @@ import { ManualClock } from '../../src/core/clock.js';
 import { isRheoError } from '../../src/core/errors.js';
 import { createRheo } from '../../src/rheo.js';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
-import { databaseUrl, makeTestBackend, sharedPool } from '../support/postgres.js';
+import { MIGRATIONS, renderMigration } from '../../src/backends/postgres/migrations/index.js';
+import { databaseUrl, makeTestBackend, sharedPool, uniqueSchema } from '../support/postgres.js';
 
 const noTrimmer = { enabled: false } as const;
 
@@ -202,5 +203,48 @@ describe('postgres forced trims under concurrent consumers', () => {
       expect(p.frontier).toBeGreaterThanOrEqual(p.lowWatermark - 1);
     }
     await rheo.close();
+  });
+});
+
+describe('migration 006 on a schema that already holds streams', () => {
+  it('backfills a low watermark of 1 per partition; retention and trims then work on the old streams', async () => {
+    const schema = uniqueSchema('upgrade');
+    const q = `"${schema}"`;
+    const pool = sharedPool();
+    await pool.query(`CREATE SCHEMA ${q}`);
+    await pool.query(`CREATE TABLE ${q}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    for (const m of MIGRATIONS.filter((m) => m.version <= 4)) {
+      await pool.query(renderMigration(m, q));
+      await pool.query(`INSERT INTO ${q}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+    }
+    // What an older rheo left: a stream of 2 partitions with 3 + 2 events and a group that acked 2 in partition 0.
+    await pool.query(`INSERT INTO ${q}.streams (name, partitions, created_at) VALUES ('old', 2, now())`);
+    await pool.query(`INSERT INTO ${q}.stream_partitions (stream_id, partition, high_watermark) SELECT id, p, 3 - p FROM ${q}.streams, generate_series(0, 1) p`);
+    await pool.query(
+      `INSERT INTO ${q}.events (stream_id, partition, sequence, id, type, payload, metadata, ts)
+       SELECT s.id, p, n, 'e-' || p || '-' || n, 'event', to_jsonb(n), '{}', now()
+       FROM ${q}.streams s, generate_series(0, 1) p, generate_series(1, 3) n WHERE n <= 3 - p`,
+    );
+    await pool.query(`INSERT INTO ${q}.groups (stream_id, name, max_attempts, created_at) SELECT id, 'g', 5, now() FROM ${q}.streams`);
+    await pool.query(`INSERT INTO ${q}.group_cursors (group_id, partition, cursor) SELECT id, p, CASE p WHEN 0 THEN 2 ELSE 0 END FROM ${q}.groups, generate_series(0, 1) p`);
+
+    const backend = postgresBackend({ pool }, { schema });
+    const rheo = createRheo({ backend, retention: noTrimmer });
+    try {
+      await rheo.migrate();
+      expect((await rheo.listStreams())[0]).toMatchObject({
+        name: 'old',
+        retention: null,
+        watermarks: { 0: { lowWatermark: 1, highWatermark: 3 }, 1: { lowWatermark: 1, highWatermark: 2 } },
+      });
+      await rheo.setRetention('old', { maxEvents: 0 });
+      expect((await rheo.trim('old')).partitions).toEqual({ 0: { deleted: 2, lowWatermark: 3 }, 1: { deleted: 0, lowWatermark: 1 } });
+      expect((await rheo.lag('old', 'g')).partitions[0]).toMatchObject({ lowWatermark: 3, frontier: 2, lag: 1 });
+      await rheo.createGroup('old', 'fresh');
+      expect((await rheo.lag('old', 'fresh')).partitions[0]).toMatchObject({ frontier: 2, lag: 1 });
+    } finally {
+      await rheo.close();
+      await pool.query(`DROP SCHEMA ${q} CASCADE`);
+    }
   });
 });
