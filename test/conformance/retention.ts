@@ -151,6 +151,22 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
       expect((await fetchAll(rheo, 's', 'idle')).map((l) => `${l.event.partition}:${l.event.sequence}`).sort()).toEqual(['0:5', '1:2']);
     });
 
+    it('a forced trim after a replay counts held sequences once and delivers what is left', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 6);
+      const leases = await rheo.fetch('s', 'g', { limit: 4 });
+      await rheo.ackMany(leases.slice(0, 2));
+      await rheo.replay('s', 'g', { fromSequence: 1 }); // 1, 2 new again; 3, 4 still leased (held)
+      const report = await rheo.trim('s', { keep: 1, force: true });
+      // Unsettled up to 5: 1, 2 and 5 (never offered since the replay) and 3, 4 (leased).
+      expect(report.forced).toEqual([{ group: 'g', partition: 0, unsettled: 5 }]);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([5]);
+      await expectCode(rheo.ack(leases[2]!), 'stale_lease');
+      expect((await fetchAll(rheo, 's', 'g')).map((l) => [l.event.sequence, l.attempt])).toEqual([[6, 1]]);
+    });
+
     it('a normal trim deletes dead letters of the events it trims (they are settled)', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');
