@@ -15,6 +15,7 @@ import { registerQueryAllTests } from './query-all.js';
 import { registerQueryTests } from './query.js';
 import { registerRenewTests } from './renew.js';
 import { registerReplayTests } from './replay.js';
+import { registerRetentionProperty } from './retention-property.js';
 import { registerRetentionTests } from './retention.js';
 import { registerStorageTests } from './storage.js';
 
@@ -44,6 +45,7 @@ export function runConformanceSuite(
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
     registerRetentionTests(makeBackend);
+    registerRetentionProperty(makeBackend);
     registerErrorTests(makeBackend);
     registerLimitTests(makeBackend);
     registerInputParityTests(makeBackend);
