@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/retention.ts [--quick] [--runs=N]`: the retention scenario
+ * `npx tsx bench/retention.ts [--quick] [--runs=N] [--throughput-only]`: the retention scenario
  * alone (it needs none of the peer queues `npm run bench` installs), on a
  * throwaway PostgreSQL 15 with the same settings as `npm run bench`, or on
  * RHEO_BENCH_DATABASE_URL. Prints every metric; `npm run bench` runs it too.
@@ -23,7 +23,7 @@ try {
   const pg = await pgAccess(given ?? cluster!.url());
   log(`${pg.version}; ${runs} run(s)${quick ? ', quick sizes' : ''}`);
   const ctx = new BenchContext({ quick, runs, only: null }, pg);
-  await retentionScenario(ctx);
+  await retentionScenario(ctx, { storage: !process.argv.includes('--throughput-only') });
   for (const m of [...ctx.metrics.values()].map(summarize)) {
     process.stdout.write(
       `${m.name}: median ${formatNumber(m.median)} ${m.unit} (min ${formatNumber(m.min)}, max ${formatNumber(m.max)}, n=${m.samples.length})\n`,

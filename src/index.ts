@@ -1,6 +1,6 @@
 export { createRheo, Rheo } from './rheo.js';
 export type { RheoOptions, RheoDefaults, RetentionTrimmerOptions, SettleRequest } from './rheo.js';
-export type { BackgroundTrimmer } from './retention/background-trimmer.js';
+export type { BackgroundTrimmer, TrimmerOptions } from './retention/background-trimmer.js';
 export type { RheoLimits } from './core/limits.js';
 export { RheoError, isRheoError, RHEO_ERROR_CODES } from './core/errors.js';
 export type { RheoErrorCode, RheoErrorDetails } from './core/errors.js';

@@ -35,11 +35,11 @@ export const RETENTION_CASES = {
  * trimmer that trims the stream every 50 ms (1,200× more often than the
  * default interval: the worst case), interleaved run by run.
  */
-export async function retentionScenario(ctx: BenchContext): Promise<void> {
+export async function retentionScenario(ctx: BenchContext, parts: { storage: boolean } = { storage: true }): Promise<void> {
   if (!ctx.pg) return ctx.skip(RETENTION, 'no database');
   const url = await ctx.pg.createDatabase('rheo_bench_retention');
   try {
-    await storageRun(ctx, url);
+    if (parts.storage) await storageRun(ctx, url);
     for (let run = 0; run < ctx.runs; run++) {
       for (const trimming of [true, false]) {
         const eps = await throughputRun(ctx, url, run, trimming);
