@@ -67,6 +67,8 @@ describe('rheo retention, trim, delete-group, delete-stream', () => {
     // PARTITION LOW FRONTIER HIGH LAG OLDEST LEASES DEAD
     expect(described.stdout).toMatch(/^\s*1\s+5\s+4\s+5\s+1\s+\S+\s+0\s+0$/m);
     expect(described.stdout).toContain('retention: keep everything');
+    // GROUP PARTITION LAG OLDEST LOW FRONTIER HIGH
+    expect((await runCli(['lag', 's', 'g', ...flags])).stdout).toMatch(/^\s*g\s+1\s+1\s+\S+\s+5\s+4\s+5$/m);
     expect((await runCli(['trim', 'missing', ...flags])).code).toBe(3);
     expect((await runCli(['trim', 's', '--keep', '-1', ...flags])).code).toBe(2);
   });
