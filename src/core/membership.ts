@@ -1,5 +1,6 @@
-import type { HeartbeatRequest, MemberView, OwnedPartition } from './backend.js';
+import type { HeartbeatRequest, MemberView, OwnedPartition, OwnershipFence } from './backend.js';
 import { assignPartitions } from './assignor.js';
+import { RheoError } from './errors.js';
 
 /**
  * One partition's ownership: who may read and commit it now (`owner`, fenced
@@ -152,4 +153,30 @@ function rebalance(
     slot.generation++;
     report.changed.add(p);
   });
+}
+
+/** The fence of an ownership call no longer matches the partition's owner and generation. */
+export function staleGeneration(fence: OwnershipFence, detail = 'the partition is no longer owned under this generation'): RheoError {
+  return new RheoError(
+    'stale_generation',
+    `stale generation on stream "${fence.stream}", group "${fence.group}", partition ${fence.partition}: member "${fence.memberId}" at generation ${fence.generation}: ${detail}`,
+    { stream: fence.stream, group: fence.group },
+  );
+}
+
+export function groupModeConflict(stream: string, group: string): RheoError {
+  return new RheoError(
+    'group_mode_conflict',
+    `group "${group}" of stream "${stream}" has live competing-consumer leases: partition ownership can start once they are settled or expired`,
+    { stream, group },
+  );
+}
+
+/** A commit past the partition's high watermark would skip events not yet appended. */
+export function commitBeyondLog(fence: OwnershipFence, upTo: number, highWatermark: number): RheoError {
+  return new RheoError(
+    'invalid_argument',
+    `commit on stream "${fence.stream}", group "${fence.group}", partition ${fence.partition}: upTo ${upTo} is past the partition's last sequence ${highWatermark}`,
+    { stream: fence.stream, group: fence.group },
+  );
 }

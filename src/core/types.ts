@@ -1,3 +1,4 @@
+import type { GroupMembership } from './backend.js';
 import type { RheoError } from './errors.js';
 
 /** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
@@ -182,6 +183,8 @@ export interface LagReport {
   group: string;
   lag: number;
   partitions: Record<number, PartitionLag>;
+  /** Only for a group consumed by partition ownership: members, owners and the group generation. */
+  membership?: GroupMembership;
 }
 
 export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds: string[] };
@@ -204,6 +207,8 @@ export interface GroupInfo {
   /** Deliveries currently leased (live or expired-but-unclaimed). */
   inflight: number;
   deadLetters: number;
+  /** Only for a group consumed by partition ownership: members, owners and the group generation. */
+  membership?: GroupMembership;
 }
 
 export interface DeadLetter<T = JsonValue> {
