@@ -76,10 +76,16 @@ export async function replayGroup(
   const { sql } = ctx;
   const label = { stream: g.stream.name, group: g.name, writes: true };
   await ctx.db.transaction({ action: `replay group "${g.name}" of stream "${g.stream.name}"`, ...label }, async (tx) => {
-    await txQuery(tx, sql.lockCursors, [g.id, scope]);
-    // A replay moves cursors back below lease ranges or reopens sequences
-    // inside them; both paths work on rows, so the ranges become rows first.
-    await txQuery(tx, sql.explodeGroup, [g.id, scope]);
+    // Owners of replayed partitions are fenced (a new generation) so they
+    // read again from the moved frontier; owner rows are locked before
+    // cursors, the order commits take them in (sql/ownership.ts).
+    if (spec.kind !== 'eventIds') {
+      await txQuery(tx, sql.ownership.bumpGenerations, [g.id, scope]);
+      await txQuery(tx, sql.lockCursors, [g.id, scope]);
+      // A replay moves cursors back below lease ranges or reopens sequences
+      // inside them; both paths work on rows, so the ranges become rows first.
+      await txQuery(tx, sql.explodeGroup, [g.id, scope]);
+    }
     if (spec.kind === 'fromSequence') {
       await txQuery(tx, sql.replayFrom, [g.id, scope, scope.map(() => spec.fromSequence)]);
       await txQuery(tx, sql.replayAdvance, [g.id, scope]);
@@ -110,6 +116,9 @@ export async function replayGroup(
       );
     }
     const inScope = found.filter((r) => scope.includes(r.partition));
+    await txQuery(tx, sql.ownership.bumpGenerations, [g.id, [...new Set(inScope.map((r) => r.partition))]]);
+    await txQuery(tx, sql.lockCursors, [g.id, scope]);
+    await txQuery(tx, sql.explodeGroup, [g.id, scope]);
     if (inScope.length === 0) return;
     await txQuery(tx, sql.reopen, [g.id, inScope.map((r) => r.partition), inScope.map((r) => r.sequence), ctx.now()]);
   });
@@ -120,6 +129,7 @@ export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupSta
   await ctx.db.transaction(
     { action: `reset group "${g.name}" of stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
     async (tx) => {
+      await txQuery(tx, ctx.sql.ownership.bumpGenerations, [g.id, null]);
       await txQuery(tx, ctx.sql.lockCursors, [g.id, null]);
       await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params]);
     },
