@@ -69,6 +69,8 @@ import { RheoProducer } from './producer/rheo-producer.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
+import { PartitionConsumer } from './consumer/partition-consumer.js';
+import type { PartitionConsumeOptions } from './consumer/partition-options.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -335,10 +337,29 @@ export class Rheo {
    * bounded concurrency, lease renewal, optional per-key ordering and
    * timeouts, and settles by the handler's outcome. Returns the `Consumer`
    * at once (options are validated synchronously); `consumer.stop()` drains.
+   *
+   * With `assignment: 'partitions'` the process joins the group as a member
+   * of partition ownership instead (Kafka's model, DESIGN.md §7): it owns a
+   * share of the partitions, handles each in sequence order and commits once
+   * per batch; the returned `PartitionConsumer` leaves the group on `stop()`.
    */
-  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T> {
+  consume<T extends JsonValue = JsonValue>(options: PartitionConsumeOptions<T>): PartitionConsumer<T>;
+  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T>;
+  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T> | PartitionConsumeOptions<T>): Consumer<T> | PartitionConsumer<T> {
     this.#assertOpen();
-    const consumer = createConsumer<T>(this, options);
+    const assignment = options !== null && typeof options === 'object' ? (options as { assignment?: unknown }).assignment : undefined;
+    if (assignment !== undefined && assignment !== 'partitions' && assignment !== 'leases') {
+      throw invalidArgument(`consume assignment must be 'leases' (competing consumers, the default) or 'partitions', got ${describe(assignment)}`);
+    }
+    if (assignment === 'partitions') {
+      requireCapability(this.backend, 'partitionOwnership', "consume({ assignment: 'partitions' })");
+      const consumer = new PartitionConsumer<T>(this, options as PartitionConsumeOptions<T>);
+      const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
+      this.#attached.add(end);
+      void consumer.done.then(() => this.#attached.delete(end));
+      return consumer;
+    }
+    const consumer = createConsumer<T>(this, options as ConsumeOptions<T>);
     const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
     this.#attached.add(end);
     consumer.done.then(
