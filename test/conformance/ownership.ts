@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it as vitestIt } from 'vitest';
 import type { MemberView } from '../../src/core/backend.js';
 import type { Rheo } from '../../src/rheo.js';
 import { appendN, expectCode, frontiers, useFixture, type BackendFactory } from './fixture.js';
@@ -27,6 +27,20 @@ async function beat(rheo: Rheo, memberId: string): Promise<MemberView> {
 export function registerOwnershipTests(makeBackend: BackendFactory): void {
   describe('partition ownership', () => {
     const fx = useFixture(makeBackend);
+
+    /**
+     * Each case runs in full on a backend with the capability; on one
+     * without it, the case checks that the call is refused as `unsupported`.
+     */
+    function it(name: string, fn: () => Promise<void>): void {
+      vitestIt(name, async () => {
+        const { rheo } = fx();
+        if (rheo.capabilities.partitionOwnership) return fn();
+        await rheo.createStream('s');
+        await rheo.createGroup('s', 'g');
+        await expectCode(beat(rheo, 'a'), 'unsupported');
+      });
+    }
 
     async function setup(partitions = 4): Promise<Rheo> {
       const { rheo } = fx();
