@@ -192,10 +192,30 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       await rheo.replay('s', 'g', { fromSequence: 2 });
       const [r] = await rheo.commit([{ ...fence, upTo: 4 }]);
       expect(r?.ok === false && r.error.code).toBe('stale_generation');
+      await expectCode(rheo.readOwned(fence), 'stale_generation');
+      const [released] = await rheo.releasePartitions([fence]);
+      expect(released?.ok === false && released.error.code).toBe('stale_generation');
       const again = await beat(rheo, 'a');
       expect(again.owned).toEqual([{ partition: 0, generation: fence.generation + 1, frontier: 1 }]);
       const events = await rheo.readOwned(fenceOf(again, 0), { after: 1 });
       expect(events.map((e) => e.sequence)).toEqual([2, 3, 4]);
+    });
+
+    it('a partition released and granted back to the same member fences the earlier grant', async () => {
+      const rheo = await setup(1);
+      await appendN(rheo, 's', 2);
+      const first = fenceOf(await beat(rheo, 'a'), 0);
+      expect(await rheo.releasePartitions([first])).toEqual([{ ok: true }]);
+      expect(owned(await beat(rheo, 'a'))).toEqual([0]);
+      const second = fenceOf(await beat(rheo, 'a'), 0);
+      expect(second.generation).toBe(first.generation + 1);
+      const [stale] = await rheo.commit([{ ...first, upTo: 2 }]);
+      expect(stale?.ok === false && stale.error.code).toBe('stale_generation');
+      await expectCode(rheo.readOwned(first), 'stale_generation');
+      const [staleRelease] = await rheo.releasePartitions([first]);
+      expect(staleRelease?.ok === false && staleRelease.error.code).toBe('stale_generation');
+      expect(await frontiers(rheo, 's', 'g')).toEqual([0]);
+      expect(await rheo.commit([{ ...second, upTo: 2 }])).toEqual([{ ok: true }]);
     });
 
     it('leaving frees the partitions at once; leaving twice or as a stranger is harmless', async () => {
