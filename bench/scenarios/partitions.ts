@@ -24,9 +24,11 @@ export const PARTITION_CASES = {
  * PostgreSQL, next to the hand-written ceiling of the same model measured
  * on the same server: per partition, read the next `BATCH` events in
  * sequence order and UPDATE a cursor row, one loop per partition in
- * parallel. rheo runs in member processes (started, joined and balanced
- * before the clock starts); the events are appended after they joined, and
- * the clock runs from the first append to lag 0.
+ * parallel. rheo runs in member processes, started on a group that begins
+ * past the backlog and balanced before the clock starts; the clock runs
+ * from a `resetGroup` to the log's start (which fences the owners, so their
+ * next heartbeat restarts them at frontier 0) to lag 0, over the same
+ * pre-filled backlog as the ceiling.
  */
 export async function partitionsScenario(ctx: BenchContext): Promise<void> {
   if (!ctx.pg) return ctx.skip(PARTITIONS, 'no database');
@@ -39,8 +41,8 @@ export async function partitionsScenario(ctx: BenchContext): Promise<void> {
       await rheo.createStream(stream, { partitions: PARTITION_COUNT });
       await append(rheo, stream, events);
       ctx.record(PARTITIONS, PARTITION_CASES.raw, 'events/s', await rawLogCeiling(url, stream, events));
-      ctx.record(PARTITIONS, PARTITION_CASES.one, 'events/s', await drainWithMembers(rheo, url, `q${run}a`, events, 1));
-      ctx.record(PARTITIONS, PARTITION_CASES.two, 'events/s', await drainWithMembers(rheo, url, `q${run}b`, events, 2));
+      ctx.record(PARTITIONS, PARTITION_CASES.one, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}a`, events, 1));
+      ctx.record(PARTITIONS, PARTITION_CASES.two, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}b`, events, 2));
       log(`    run ${run + 1}: ${[PARTITION_CASES.raw, PARTITION_CASES.one, PARTITION_CASES.two].map((c) => Math.round(ctx.get(PARTITIONS, c)!.samples[run]!)).join(' / ')} events/s`);
     }
   } finally {
@@ -91,28 +93,27 @@ async function rawLogCeiling(url: string, stream: string, events: number): Promi
   }
 }
 
-/** Starts `processes` members on a fresh stream, waits for a balanced group, appends `events`, times the drain. */
-async function drainWithMembers(rheo: Rheo, url: string, stream: string, events: number, processes: number): Promise<number> {
-  await rheo.createStream(stream, { partitions: PARTITION_COUNT });
-  await rheo.createGroup(stream, 'g');
+/** Starts `processes` members on a group past the backlog, waits for balance, resets it to the start and times the drain. */
+async function drainWithMembers(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<number> {
+  await rheo.createGroup(stream, group, { startAfter: events / PARTITION_COUNT });
   const children: ChildProcess[] = [];
   try {
     for (let i = 0; i < processes; i++) {
-      children.push(spawn(process.execPath, ['--import', 'tsx', MEMBER, url, stream, 'g', String(BATCH)], { stdio: ['ignore', 'ignore', 'inherit'] }));
+      children.push(spawn(process.execPath, ['--import', 'tsx', MEMBER, url, stream, group, String(BATCH)], { stdio: ['ignore', 'ignore', 'inherit'] }));
     }
     const share = PARTITION_COUNT / processes;
     await waitUntil(
       'a balanced group',
       async () => {
-        const m = await rheo.members(stream, 'g');
+        const m = await rheo.members(stream, group);
         return m.members.length === processes && m.members.every((x) => x.partitions.length === share && x.revoking.length === 0);
       },
       60_000,
       20,
     );
     const t0 = now();
-    await append(rheo, stream, events);
-    await waitUntil('the members to drain', async () => (await rheo.lag(stream, 'g')).lag === 0, 300_000, 2);
+    await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
+    await waitUntil('the members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, 2);
     return rate(events, now() - t0);
   } finally {
     for (const child of children) child.kill('SIGTERM');
