@@ -119,36 +119,64 @@ export class PartitionWorker<T extends JsonValue> {
     this.stop(0);
   }
 
+  /**
+   * Pipelined: while a batch is handled the next one is already being read,
+   * and its commit runs while the next batch is handled (commits of one
+   * partition still land in order: each waits for the one before). A read
+   * and a commit are each a round trip plus, for the commit, a durable
+   * write; overlapping them with the handlers is what the raw
+   * read-a-range-update-a-cursor ceiling does not have to pay for.
+   */
   async #loop(): Promise<void> {
-    let failures = 0;
-    while (!this.#stopping) {
-      let events: RheoEvent<T>[];
-      try {
-        events = await this.#source.readOwned<T>(this.fence, { after: this.#position, limit: this.#o.batchSize });
+    let committing: Promise<boolean> = Promise.resolve(true);
+    try {
+      let failures = 0;
+      let after = this.#position;
+      let ahead: Promise<RheoEvent<T>[] | { error: unknown }> | null = null;
+      while (!this.#stopping) {
+        const read = await (ahead ?? this.#read(after));
+        ahead = null;
+        if (!Array.isArray(read)) {
+          if (this.#fencedBy(read.error)) return;
+          this.#report.error('read', read.error as RheoError);
+          await sleep(this.#timers, backoffDelay(++failures, this.#o.retryBackoff), this.#wake.signal);
+          continue;
+        }
         failures = 0;
-      } catch (error) {
-        if (this.#fencedBy(error)) return;
-        this.#report.error('read', error as RheoError);
-        await sleep(this.#timers, backoffDelay(++failures, this.#o.retryBackoff), this.#wake.signal);
-        continue;
+        const events = read;
+        if (events.length === 0) {
+          // Nothing new: let the commit in flight land before waiting.
+          if (!(await committing)) return;
+          await this.#idle();
+          continue;
+        }
+        const last = events[events.length - 1]!.sequence;
+        if (!this.#stopping && events.length === this.#o.batchSize) ahead = this.#read(last);
+        const ends = await this.#runBatch(events);
+        let upTo = after;
+        const deadLetters: Array<{ sequence: number; attempt: number; reason: string }> = [];
+        for (let i = 0; i < events.length; i++) {
+          const end = ends[i]!;
+          if (end.kind === 'aborted') break;
+          upTo = events[i]!.sequence;
+          if (end.kind === 'dead') deadLetters.push({ sequence: upTo, attempt: end.attempt, reason: end.reason });
+        }
+        if (!(await committing) || this.fenced) return;
+        if (upTo > after) committing = this.#commit(upTo, deadLetters);
+        if (upTo < last) return; // aborted part-way: what finished is committed below
+        after = last;
       }
-      if (events.length === 0) {
-        await this.#idle();
-        continue;
-      }
-      const ends = await this.#runBatch(events);
-      let upTo = this.#position;
-      const deadLetters: Array<{ sequence: number; attempt: number; reason: string }> = [];
-      for (let i = 0; i < events.length; i++) {
-        const end = ends[i]!;
-        if (end.kind === 'aborted') break;
-        upTo = events[i]!.sequence;
-        if (end.kind === 'dead') deadLetters.push({ sequence: upTo, attempt: end.attempt, reason: end.reason });
-      }
-      if (this.fenced) return;
-      if (upTo > this.#position && !(await this.#commit(upTo, deadLetters))) return;
-      if (ends.some((e) => e.kind === 'aborted')) return;
+    } finally {
+      await committing;
     }
+  }
+
+  /** A read that never rejects: the events, or the error to handle. */
+  #read(after: number): Promise<RheoEvent<T>[] | { error: unknown }> {
+    return this.#source.readOwned<T>(this.fence, { after, limit: this.#o.batchSize }).then(
+      (events) => events,
+      (error: unknown) => ({ error }),
+    );
   }
 
   /** Retries until the commit lands, the worker is fenced, or it is lost. `false` when fenced. */

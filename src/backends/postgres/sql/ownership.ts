@@ -3,13 +3,19 @@ import { eventColumns, eventSize, nowSql } from '../rows.js';
 
 /**
  * Partition ownership (migration 005). The heartbeat and leave are short
- * transactions that lock the group's `group_ownership` row, then its
- * `partition_owners` rows, and run core/membership.ts in TypeScript between
- * a read and a write. Release, fenced read and commit are single statements
- * that take the partition's owner row in share or update mode, so they
- * serialise with an ownership change and re-check the fence against the
- * committed row (READ COMMITTED re-evaluates the join after the wait). Lock
- * order everywhere: group_ownership, partition_owners, group_cursors.
+ * transactions that lock the group's `group_ownership` row and run
+ * core/membership.ts in TypeScript between a read and a write of only the
+ * owner rows that changed. Everything else that changes owner rows (release,
+ * and the generation bump of replay, reset and redrive) takes the same group
+ * row first, so nothing changes them between a heartbeat's read and write.
+ * Commits take their partition's owner row in share mode: they serialise
+ * with a write of that row only, and re-check the fence against the
+ * committed row (READ COMMITTED re-evaluates the join after the wait).
+ * Heartbeats do not lock owner rows they only read: when they did (every
+ * row, FOR UPDATE), every commit of the group queued behind every
+ * heartbeat's transaction, and two member processes drained slower than
+ * one. Lock order everywhere: group_ownership, partition_owners,
+ * group_cursors.
  */
 
 /**
@@ -31,14 +37,13 @@ SELECT locked.generation, ${ms(nowSql('$2'))} AS now_ms,
 FROM locked`;
 }
 
-/** Members and partition owners of the group, the owner rows locked. $1 group_id. */
+/** Members and partition owners of the group (under the group lock). $1 group_id. */
 export function readMembershipSql(s: string): string {
   return `
 WITH slots AS (
   SELECT partition, owner, target, generation, ${ms('revoked_at')} AS revoked_at_ms
   FROM ${s}.partition_owners WHERE group_id = $1
   ORDER BY partition
-  FOR UPDATE
 )
 SELECT
   (SELECT COALESCE(json_agg(json_build_array(member_id, ${ms('expires_at')})), '[]'::json)
@@ -104,6 +109,12 @@ export function releaseSql(s: string): string {
   return `
 WITH f AS (
   SELECT * FROM unnest($1::int[], $2::int[], $3::text[], $4::int8[]) WITH ORDINALITY AS f(group_id, partition, member_id, generation, i)
+),
+locked AS (
+  SELECT o.group_id FROM ${s}.group_ownership o
+  WHERE o.group_id IN (SELECT group_id FROM f)
+  ORDER BY o.group_id
+  FOR UPDATE
 )
 UPDATE ${s}.partition_owners po
 SET owner = CASE WHEN po.target IS NOT NULL AND po.target <> po.owner THEN po.target END,
@@ -111,6 +122,7 @@ SET owner = CASE WHEN po.target IS NOT NULL AND po.target <> po.owner THEN po.ta
     revoked_at = NULL
 FROM f
 WHERE po.group_id = f.group_id AND po.partition = f.partition AND po.owner = f.member_id AND po.generation = f.generation
+  AND po.group_id IN (SELECT group_id FROM locked)
 RETURNING f.i`;
 }
 
@@ -217,9 +229,15 @@ SELECT
    FROM ${s}.partition_owners WHERE group_id = $1) AS slots`;
 }
 
-/** A replay, reset or redrive of these partitions fences their owners. $1 group_id, $2 partitions or null (all). */
+/**
+ * A replay, reset or redrive of these partitions fences their owners, under
+ * the group lock (see above). $1 group_id, $2 partitions or null (all).
+ */
 export function bumpGenerationsSql(s: string): string {
   return `
+WITH locked AS (
+  SELECT group_id FROM ${s}.group_ownership WHERE group_id = $1 FOR UPDATE
+)
 UPDATE ${s}.partition_owners SET generation = generation + 1
-WHERE group_id = $1 AND owner IS NOT NULL AND ($2::int[] IS NULL OR partition = ANY ($2::int[]))`;
+WHERE group_id IN (SELECT group_id FROM locked) AND owner IS NOT NULL AND ($2::int[] IS NULL OR partition = ANY ($2::int[]))`;
 }
