@@ -137,12 +137,15 @@ describe('partition ownership across processes (postgres)', () => {
     const sessionMs = 1500;
     const { rheo, schema } = await setup(8);
     await rheo.appendBatch('s', keyed(400));
-    const [m1, m2, m3] = ['m1', 'm2', 'm3'].map((id) => start(id, schema, sessionMs, 2)) as [Member, Member, Member];
+    const [m1, m2, m3] = ['m1', 'm2', 'm3'].map((id) => start(id, schema, sessionMs, 5)) as [Member, Member, Member];
     await waitFor(async () => {
       const o = await owners(rheo);
       return ['m1', 'm2', 'm3'].every((m) => o.filter((x) => x === m).length >= 2);
     }, 'three members to share the partitions', 60_000);
-    await waitFor(() => m2.handled.length > 0, 'm2 to handle something', 30_000);
+    // Work for everyone, so m2 dies in the middle of it.
+    await rheo.appendBatch('s', keyed(400, 400));
+    const m2Owned = (await owners(rheo)).flatMap((o, p) => (o === 'm2' ? [p] : []));
+    await waitFor(() => m2.handled.some((h) => h.sequence > 50), 'm2 to handle new events', 30_000);
 
     m2.process.kill('SIGKILL');
     const killedAt = Date.now();
@@ -152,8 +155,8 @@ describe('partition ownership across processes (postgres)', () => {
     // Free at the session's end, granted at the next heartbeat of a survivor (sessionMs / 5).
     expect(movedAfterMs).toBeLessThan(sessionMs + 1_500);
 
-    await rheo.appendBatch('s', keyed(400, 400));
-    const m2b = start('m2b', schema, sessionMs, 2);
+    await rheo.appendBatch('s', keyed(400, 800));
+    const m2b = start('m2b', schema, sessionMs, 5);
     await waitFor(async () => (await owners(rheo)).filter((o) => o === 'm2b').length >= 2, 'the restarted member to get partitions back', 60_000);
     await waitFor(async () => (await rheo.lag('s', 'g')).lag === 0, 'the group to drain', 60_000);
     await Promise.all([m1, m3, m2b].map((m) => m.terminate()));
@@ -162,7 +165,7 @@ describe('partition ownership across processes (postgres)', () => {
     checkOrder(handled);
     checkAtLeastOnce(handled, await highWatermarks(rheo));
     // Redeliveries only where m2 died: every duplicate is of a partition m2 owned.
-    const m2Partitions = new Set(m2.handled.map((h) => h.partition));
+    const m2Partitions = new Set([...m2Owned, ...m2.handled.map((h) => h.partition)]);
     const counts = new Map<string, Handled[]>();
     for (const h of handled) counts.set(`${h.partition}:${h.sequence}`, [...(counts.get(`${h.partition}:${h.sequence}`) ?? []), h]);
     for (const [, runs] of counts) if (runs.length > 1) expect(m2Partitions.has(runs[0]!.partition)).toBe(true);
