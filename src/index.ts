@@ -72,6 +72,16 @@ export type {
   ConsumerStats,
   ConsumerState,
 } from './consumer/consumer-types.js';
+export { PartitionConsumer } from './consumer/partition-consumer.js';
+export type { PartitionConsumerStats, PartitionConsumerEventMap, OwnershipErrorEvent } from './consumer/partition-consumer.js';
+export type {
+  PartitionConsumeOptions,
+  PartitionHandler,
+  PartitionHandlerContext,
+  PartitionSource,
+} from './consumer/partition-options.js';
+export type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from './core/ownership-arguments.js';
+export { assignPartitions } from './core/assignor.js';
 export { RHEO_EVENT_NAMES, channelName } from './observability/diagnostics.js';
 export type {
   LeaseEventInfo,
@@ -90,4 +100,7 @@ export type {
   ConsumerEventMap,
   RenewErrorEvent,
   WithLeaseId,
+  MemberJoinEvent,
+  MemberLeaveEvent,
+  RebalanceEvent,
 } from './observability/lease-events.js';

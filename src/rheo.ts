@@ -1,4 +1,15 @@
-import type { AppendOutcome, Backend, BackendCapabilities, LeaseRef, SettleOp, TrimReport } from './core/backend.js';
+import type { AppendOutcome, Backend, BackendCapabilities, GroupMembership, LeaseRef, MemberView, SettleOp, TrimReport } from './core/backend.js';
+import { requireCapability } from './core/capabilities.js';
+import {
+  assertDistinctPartitions,
+  assertMemberId,
+  commitOp,
+  heartbeatRequest,
+  ownershipFence,
+  type CommitInput,
+  type HeartbeatOptions,
+  type OwnershipFenceInput,
+} from './core/ownership-arguments.js';
 import type { PingResult } from './core/health.js';
 import { queryPages } from './core/query-pages.js';
 import {
@@ -65,6 +76,8 @@ import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
 import { BackgroundTrimmer } from './retention/background-trimmer.js';
 import { DEFAULT_TRIM_BATCH, trimInBatches } from './retention/trim-batches.js';
+import { PartitionConsumer } from './consumer/partition-consumer.js';
+import type { PartitionConsumeOptions } from './consumer/partition-options.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -301,7 +314,9 @@ export class Rheo {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    return this.#call(() => this.backend.groupInfo(stream, group));
+    const info = await this.#call(() => this.backend.groupInfo(stream, group));
+    const membership = await this.#membershipIfOwned(stream, group);
+    return membership ? { ...info, membership } : info;
   }
 
   // ---- the log ------------------------------------------------------------
@@ -396,10 +411,29 @@ export class Rheo {
    * bounded concurrency, lease renewal, optional per-key ordering and
    * timeouts, and settles by the handler's outcome. Returns the `Consumer`
    * at once (options are validated synchronously); `consumer.stop()` drains.
+   *
+   * With `assignment: 'partitions'` the process joins the group as a member
+   * of partition ownership instead (Kafka's model, DESIGN.md §7): it owns a
+   * share of the partitions, handles each in sequence order and commits once
+   * per batch; the returned `PartitionConsumer` leaves the group on `stop()`.
    */
-  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T> {
+  consume<T extends JsonValue = JsonValue>(options: PartitionConsumeOptions<T>): PartitionConsumer<T>;
+  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T>;
+  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T> | PartitionConsumeOptions<T>): Consumer<T> | PartitionConsumer<T> {
     this.#assertOpen();
-    const consumer = createConsumer<T>(this, options);
+    const assignment = options !== null && typeof options === 'object' ? (options as { assignment?: unknown }).assignment : undefined;
+    if (assignment !== undefined && assignment !== 'partitions' && assignment !== 'leases') {
+      throw invalidArgument(`consume assignment must be 'leases' (competing consumers, the default) or 'partitions', got ${describe(assignment)}`);
+    }
+    if (assignment === 'partitions') {
+      requireCapability(this.backend, 'partitionOwnership', "consume({ assignment: 'partitions' })");
+      const consumer = new PartitionConsumer<T>(this, options as PartitionConsumeOptions<T>);
+      const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
+      this.#attached.add(end);
+      void consumer.done.then(() => this.#attached.delete(end));
+      return consumer;
+    }
+    const consumer = createConsumer<T>(this, options as ConsumeOptions<T>);
     const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
     this.#attached.add(end);
     consumer.done.then(
@@ -516,7 +550,9 @@ export class Rheo {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    return this.#call(() => this.backend.lag(stream, group));
+    const lag = await this.#call(() => this.backend.lag(stream, group));
+    const membership = await this.#membershipIfOwned(stream, group);
+    return membership ? { ...lag, membership } : lag;
   }
 
   /** Reopens deliveries for redelivery; the log itself never changes. */
@@ -569,7 +605,93 @@ export class Rheo {
     return this.#call(() => this.backend.redrive(stream, group, eventIds));
   }
 
+  // ---- partition ownership (DESIGN.md §7) ---------------------------------
+
+  /**
+   * Joins (first call) or keeps a member in the group and returns what it
+   * owns: partitions with their generation and frontier, and those it is
+   * asked to give up (`revoking`). `group_mode_conflict` while
+   * competing-consumer leases of the group are live. `rheo.consume({
+   * assignment: 'partitions' })` calls this on a timer; call it yourself
+   * only to build your own runtime.
+   */
+  async heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    const request = heartbeatRequest(options);
+    const backend = this.#ownership('heartbeat');
+    return this.#call(() => backend.heartbeat!(stream, group, request));
+  }
+
+  /** Ends the member's session and frees what it owns. Idempotent. */
+  async leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    assertMemberId(memberId);
+    const backend = this.#ownership('leaveGroup');
+    await this.#call(() => backend.leaveGroup!(stream, group, memberId));
+  }
+
+  /** Hands owned partitions back (normally revoking ones, after their last commit). One result per fence. */
+  releasePartitions(fences: OwnershipFenceInput[]): Promise<SettleResult[]> {
+    this.#assertCanSettle();
+    const backend = this.#ownership('releasePartitions');
+    return this.#perItem('releasePartitions', fences, (f) => ownershipFence(f, 'releasePartitions'), (valid) =>
+      backend.releasePartitions!(valid),
+    );
+  }
+
+  /** Reads an owned partition after `after`, fenced: `stale_generation` once it moved on. */
+  async readOwned<T extends JsonValue = JsonValue>(fence: OwnershipFenceInput, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
+    this.#assertOpen();
+    const f = ownershipFence(fence, 'readOwned');
+    assertOptions('readOwned options', options);
+    const after = optionalInteger('after', options.after, 0);
+    const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
+    const maxBytes = this.#maxBytes(options.maxBytes);
+    const backend = this.#ownership('readOwned');
+    return (await this.#call(() => backend.readOwned!(f, after, limit, maxBytes))) as RheoEvent<T>[];
+  }
+
+  /**
+   * Offset commits, fenced by generation: each moves its partition's
+   * frontier up to `upTo` (never back) and dead-letters `deadLetters` in the
+   * same write. One result per op; a failed op changes nothing.
+   */
+  commit(ops: CommitInput[]): Promise<SettleResult[]> {
+    this.#assertCanSettle();
+    const backend = this.#ownership('commit');
+    return this.#perItem('commit', ops, (op) => commitOp(op, 'commit'), (valid) => {
+      assertDistinctPartitions(valid, 'commit');
+      return backend.commit!(valid);
+    });
+  }
+
+  /** Live members, the owner of each partition and the group generation. */
+  async members(stream: string, group: string): Promise<GroupMembership> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    const backend = this.#ownership('members');
+    return this.#call(() => backend.members!(stream, group));
+  }
+
   // ---- internals ----------------------------------------------------------
+
+  #ownership(call: string): Backend {
+    requireCapability(this.backend, 'partitionOwnership', call);
+    return this.backend;
+  }
+
+  /** The group's membership when it is consumed by partition ownership (members or owners present). */
+  async #membershipIfOwned(stream: string, group: string): Promise<GroupMembership | null> {
+    if (!this.backend.capabilities.partitionOwnership || !this.backend.members) return null;
+    const backend = this.backend;
+    const m = await this.#call(() => backend.members!(stream, group));
+    return m.members.length > 0 || Object.values(m.owners).some((o) => o !== null) ? m : null;
+  }
 
   #maxBytes(value: unknown): number {
     return optionalInteger('maxBytes', value, this.defaults.maxFetchBytes, { min: 1, max: MAX_CONFIGURABLE_BYTES });

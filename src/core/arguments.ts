@@ -194,7 +194,7 @@ export const MAX_REASON_LENGTH = 4000;
  * PostgreSQL cannot store, become U+FFFD on every backend alike; a reason
  * longer than `MAX_REASON_LENGTH` is cut there (never inside a surrogate pair).
  */
-function normalizeReason(reason: unknown): string | null {
+export function normalizeReason(reason: unknown): string | null {
   if (reason === undefined || reason === null) return null;
   let text: string;
   if (typeof reason === 'string') {

@@ -1,4 +1,5 @@
 import type { RetentionPolicy } from './backend.js';
+import type { GroupMembership } from './backend.js';
 import type { RheoError } from './errors.js';
 
 /** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
@@ -219,6 +220,8 @@ export interface LagReport {
   group: string;
   lag: number;
   partitions: Record<number, PartitionLag>;
+  /** Only for a group consumed by partition ownership: members, owners and the group generation. */
+  membership?: GroupMembership;
 }
 
 export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds: string[] };
@@ -243,6 +246,8 @@ export interface GroupInfo {
   deadLetters: number;
   /** The same two counts per partition. */
   partitions: Record<number, { inflight: number; deadLetters: number }>;
+  /** Only for a group consumed by partition ownership: members, owners and the group generation. */
+  membership?: GroupMembership;
 }
 
 export interface DeadLetter<T = JsonValue> {

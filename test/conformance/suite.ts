@@ -10,6 +10,7 @@ import { registerLeaseTests } from './leases.js';
 import { registerLimitTests } from './limits.js';
 import { registerLineageTests } from './lineage.js';
 import { registerLogTests } from './log.js';
+import { registerOwnershipTests } from './ownership.js';
 import { registerPropertyTests } from './properties.js';
 import { registerQueryAllTests } from './query-all.js';
 import { registerQueryTests } from './query.js';
@@ -51,5 +52,6 @@ export function runConformanceSuite(
     registerInputParityTests(makeBackend);
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
     registerPropertyTests(makeBackend);
+    registerOwnershipTests(makeBackend);
   });
 }

@@ -1,5 +1,6 @@
 import type { GroupStart } from '../../core/backend.js';
 import { invalidPartition } from '../../core/errors.js';
+import type { MembershipState } from '../../core/membership.js';
 import type { LagReport, PartitionLag } from '../../core/types.js';
 import type { DeadLetterList } from './dead-letter-list.js';
 import { GroupPartition } from './group-partition.js';
@@ -13,6 +14,8 @@ export interface GroupState {
   readonly deadLetters: DeadLetterList;
   /** Partition that the next fetch starts its round-robin at. */
   rotation: number;
+  /** Partition ownership (members, owners, generations); `null` until the first heartbeat. */
+  membership: MembershipState | null;
 }
 
 /** Frontier, high watermark, lag and oldest unsettled timestamp per partition (docs/semantics.md). */

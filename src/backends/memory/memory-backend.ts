@@ -2,6 +2,11 @@ import type {
   Backend,
   BackendCapabilities,
   AppendOutcome,
+  CommitOp,
+  GroupMembership,
+  HeartbeatRequest,
+  MemberView,
+  OwnershipFence,
   FetchRequest,
   GroupSpec,
   GroupStart,
@@ -28,6 +33,7 @@ import {
   streamNotFound,
 } from '../../core/errors.js';
 import { newLeaseId, uuidv7 } from '../../core/ids.js';
+import { staleGeneration } from '../../core/membership.js';
 import type {
   DeadLetter,
   GroupInfo,
@@ -43,6 +49,7 @@ import { DeadLetterList } from './dead-letter-list.js';
 import { groupLag, partitionList, startPartitions, type GroupState } from './group-state.js';
 import type { GroupPartition, OpenDelivery } from './group-partition.js';
 import { StreamLog } from './stream-log.js';
+import * as ownership from './ownership.js';
 
 export interface MemoryBackendOptions {
   /** Lease expiry and event timestamps read this clock. Default: the system clock. */
@@ -81,7 +88,7 @@ class MemoryBackend implements Backend {
     distributed: false,
     notifications: true,
     transactions: false,
-    partitionOwnership: false,
+    partitionOwnership: true,
     cluster: false,
   });
   readonly #clock: Clock;
@@ -150,7 +157,7 @@ class MemoryBackend implements Backend {
     if (s.groups.has(group)) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
     }
-    s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0 });
+    s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0, membership: null });
   }
 
   async listGroups(stream: string): Promise<string[]> {
@@ -289,6 +296,7 @@ class MemoryBackend implements Backend {
         return e;
       });
       const allowed = new Set(partitions);
+      ownership.bumpGenerations(g, [...new Set(events.map((e) => e.partition))].filter((p) => allowed.has(p)));
       for (const e of events) {
         if (!allowed.has(e.partition)) continue;
         const part = g.parts[e.partition]!;
@@ -299,6 +307,7 @@ class MemoryBackend implements Backend {
       }
       return;
     }
+    ownership.bumpGenerations(g, partitions);
     for (const p of partitions) {
       // Below the low watermark a replay starts at it (docs/semantics.md, "Retention").
       const from =
@@ -314,6 +323,7 @@ class MemoryBackend implements Backend {
     const { log, g } = this.#group(stream, group);
     g.parts = startPartitions(log, start);
     g.deadLetters.clear();
+    ownership.bumpGenerations(g, [...g.parts.keys()]);
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {
@@ -371,6 +381,7 @@ class MemoryBackend implements Backend {
             const dead = e && g.deadLetters.find(e.partition, e.sequence);
             return dead ? [dead] : [];
           });
+    ownership.bumpGenerations(g, [...new Set(entries.map((dead) => dead.partition))]);
     for (const dead of entries) {
       g.deadLetters.remove(dead);
       g.parts[dead.partition]!.reopen(dead.sequence, now);
@@ -462,6 +473,46 @@ class MemoryBackend implements Backend {
       deliveries: g.parts.reduce((n, part) => n + part.open.size, 0),
       deadLetters: g.deadLetters.size,
     };
+  }
+
+  // ---- partition ownership (DESIGN.md §7; src/core/membership.ts) --------
+
+  async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+    const { log, g } = this.#group(stream, group);
+    return ownership.heartbeat(log, g, request, this.#clock.now()).view;
+  }
+
+  async leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    const { g } = this.#group(stream, group);
+    ownership.leave(g, memberId, this.#clock.now());
+  }
+
+  async releasePartitions(fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+    this.#assertOpen();
+    return fences.map((fence) => ownership.release(this.#streams.get(fence.stream)?.groups.get(fence.group), fence));
+  }
+
+  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+    const { log, g } = this.#group(fence.stream, fence.group);
+    if (fence.partition >= log.partitions) throw invalidPartition(fence.stream, fence.partition, log.partitions);
+    if (!ownership.fencedSlot(g, fence)) throw staleGeneration(fence);
+    return log.read(fence.partition, after, limit, maxBytes);
+  }
+
+  async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    this.#assertOpen();
+    const now = this.#clock.now();
+    return ops.map((op) => {
+      const s = this.#streams.get(op.stream);
+      return ownership.commit(s?.log, s?.groups.get(op.group), op, (g, partition, sequence, attempt, reason) =>
+        g.deadLetters.add({ id: ++this.#deadLetterIds, partition, sequence, attempt, reason, deadLetteredAt: now }),
+      );
+    });
+  }
+
+  async members(stream: string, group: string): Promise<GroupMembership> {
+    const { log, g } = this.#group(stream, group);
+    return ownership.membership(log, g.membership, this.#clock.now());
   }
 
   // ---- internals ----------------------------------------------------------

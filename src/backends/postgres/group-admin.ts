@@ -92,10 +92,16 @@ export async function replayGroup(
   await ctx.db.transaction({ action: `replay group "${g.name}" of stream "${g.stream.name}"`, ...label }, async (tx) => {
     const lows = await txQuery<{ partition: number; low_watermark: number }>(tx, sql.lockLowWatermarks, [g.stream.id]);
     const lowOf = new Map(lows.map((r) => [r.partition, r.low_watermark]));
-    await txQuery(tx, sql.lockCursors, [g.id, scope]);
-    // A replay moves cursors back below lease ranges or reopens sequences
-    // inside them; both paths work on rows, so the ranges become rows first.
-    await txQuery(tx, sql.explodeGroup, [g.id, scope]);
+    // Owners of replayed partitions are fenced (a new generation) so they
+    // read again from the moved frontier. Lock order everywhere: low
+    // watermarks, then owner rows, then cursors (sql/ownership.ts, retention).
+    if (spec.kind !== 'eventIds') {
+      await txQuery(tx, sql.ownership.bumpGenerations, [g.id, scope]);
+      await txQuery(tx, sql.lockCursors, [g.id, scope]);
+      // A replay moves cursors back below lease ranges or reopens sequences
+      // inside them; both paths work on rows, so the ranges become rows first.
+      await txQuery(tx, sql.explodeGroup, [g.id, scope]);
+    }
     if (spec.kind === 'fromSequence') {
       // Below the low watermark a replay starts at it (docs/semantics.md, "Retention").
       const from = scope.map((p) => Math.max(spec.fromSequence, lowOf.get(p) ?? 1));
@@ -128,6 +134,9 @@ export async function replayGroup(
       );
     }
     const inScope = found.filter((r) => scope.includes(r.partition));
+    await txQuery(tx, sql.ownership.bumpGenerations, [g.id, [...new Set(inScope.map((r) => r.partition))]]);
+    await txQuery(tx, sql.lockCursors, [g.id, scope]);
+    await txQuery(tx, sql.explodeGroup, [g.id, scope]);
     if (inScope.length === 0) return;
     await txQuery(tx, sql.reopen, [g.id, inScope.map((r) => r.partition), inScope.map((r) => r.sequence), ctx.now()]);
   });
@@ -139,6 +148,7 @@ export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupSta
     { action: `reset group "${g.name}" of stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
     async (tx) => {
       await txQuery(tx, ctx.sql.lockLowWatermarks, [g.stream.id]);
+      await txQuery(tx, ctx.sql.ownership.bumpGenerations, [g.id, null]);
       await txQuery(tx, ctx.sql.lockCursors, [g.id, null]);
       await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params]);
     },

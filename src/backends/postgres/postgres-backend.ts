@@ -3,7 +3,12 @@ import type {
   Backend,
   AppendOutcome,
   BackendCapabilities,
+  CommitOp,
   FetchRequest,
+  GroupMembership,
+  HeartbeatRequest,
+  MemberView,
+  OwnershipFence,
   GroupSpec,
   GroupStart,
   GroupStorageStats,
@@ -38,6 +43,7 @@ import {
 import { fetchLeases, renewLeases, settleLeases, type LeaseContext } from './leases.js';
 import { checkSchemaVersion, migrate, planMigration, type PlannedStatement } from './migrate.js';
 import { AppendListener } from './notifications.js';
+import * as ownership from './ownership.js';
 import { nowParam, toEvent, type EventRow } from './rows.js';
 import { notifyChannel, quoteSchema } from './schema-name.js';
 import { buildQuery } from './sql/query.js';
@@ -92,7 +98,7 @@ export class PostgresBackend implements Backend {
     distributed: true,
     notifications: true,
     transactions: false,
-    partitionOwnership: false,
+    partitionOwnership: true,
     cluster: false,
   });
   readonly schema: string;
@@ -439,6 +445,38 @@ export class PostgresBackend implements Backend {
     this.#catalog.forgetStream(stream);
     await deleteStream(this.#rctx, stream);
     this.#listener.wake(stream);
+  }
+
+  // ---- partition ownership (DESIGN.md §7; ownership.ts) -------------------
+
+  async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+    await this.#ensureSchema();
+    return ownership.heartbeat(this.#ctx, stream, group, request);
+  }
+
+  async leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    await this.#ensureSchema();
+    await ownership.leaveGroup(this.#ctx, stream, group, memberId);
+  }
+
+  async releasePartitions(fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+    await this.#ensureSchema();
+    return ownership.releasePartitions(this.#ctx, fences);
+  }
+
+  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+    await this.#ensureSchema();
+    return ownership.readOwned(this.#ctx, fence, after, limit, maxBytes);
+  }
+
+  async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    await this.#ensureSchema();
+    return ownership.commit(this.#ctx, ops);
+  }
+
+  async members(stream: string, group: string): Promise<GroupMembership> {
+    await this.#ensureSchema();
+    return ownership.members(this.#ctx, stream, group);
   }
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {

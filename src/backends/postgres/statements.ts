@@ -17,6 +17,17 @@ import {
   resetSql,
   resolveFromTimeSql,
 } from './sql/groups.js';
+import {
+  bumpGenerationsSql,
+  commitSql,
+  frontiersSql,
+  lockGroupSql,
+  membersSql,
+  readMembershipSql,
+  readOwnedSql,
+  releaseSql,
+  writeMembershipSql,
+} from './sql/ownership.js';
 import { explodeGroupSql } from './sql/ranges.js';
 import { ackSql, renewSql, settleSql } from './sql/settle.js';
 import {
@@ -78,6 +89,17 @@ export function renderStatements(quotedSchema: string) {
     redrive: redriveSql(s),
     deadLetterExists: deadLetterExistsSql(s),
     deadLetters: deadLettersSql(s),
+    ownership: {
+      lockGroup: lockGroupSql(s),
+      readMembership: readMembershipSql(s),
+      writeMembership: writeMembershipSql(s),
+      frontiers: frontiersSql(s),
+      release: releaseSql(s),
+      readOwned: prepared('read_owned', readOwnedSql(s)),
+      commit: prepared('commit', commitSql(s)),
+      members: membersSql(s),
+      bumpGenerations: bumpGenerationsSql(s),
+    },
   } as const;
 }
 

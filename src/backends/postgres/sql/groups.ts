@@ -240,6 +240,15 @@ reopened AS (
   INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, visible_at)
   SELECT $1, m.partition, m.sequence, 0, ${nowSql('$4')} FROM moved m
   ON CONFLICT (group_id, partition, sequence) DO NOTHING
+),
+-- Owners of partitions with redriven events read again from the frontier,
+-- under the group's ownership lock (sql/ownership.ts).
+owning AS (
+  SELECT group_id FROM ${s}.group_ownership WHERE group_id = $1 FOR UPDATE
+),
+fenced AS (
+  UPDATE ${s}.partition_owners po SET generation = po.generation + 1
+  WHERE po.group_id IN (SELECT group_id FROM owning) AND po.owner IS NOT NULL AND po.partition IN (SELECT partition FROM moved)
 )
 SELECT count(*) AS moved FROM moved`;
 }

@@ -195,6 +195,9 @@ open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1 AND (SELECT count(
 open_ranges AS (DELETE FROM ${s}.lease_ranges WHERE group_id = $1 AND (SELECT count(*) FROM locked) >= 0),
 dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1 AND (SELECT count(*) FROM locked) >= 0),
 holds AS (DELETE FROM ${s}.replay_holds WHERE group_id = $1 AND (SELECT count(*) FROM locked) >= 0),
+owners AS (DELETE FROM ${s}.partition_owners WHERE group_id = $1 AND (SELECT count(*) FROM locked) >= 0),
+members AS (DELETE FROM ${s}.group_members WHERE group_id = $1 AND (SELECT count(*) FROM locked) >= 0),
+ownership AS (DELETE FROM ${s}.group_ownership WHERE group_id = $1 AND (SELECT count(*) FROM locked) >= 0),
 cursors AS (DELETE FROM ${s}.group_cursors WHERE group_id = $1 AND (SELECT count(*) FROM locked) >= 0)
 DELETE FROM ${s}.groups WHERE id = $1 AND (SELECT count(*) FROM locked) >= 0
 RETURNING id`;
@@ -228,6 +231,9 @@ open_rows AS (DELETE FROM ${s}.deliveries d USING gs WHERE d.group_id = gs.id AN
 open_ranges AS (DELETE FROM ${s}.lease_ranges r USING gs WHERE r.group_id = gs.id AND (SELECT count(*) FROM locked) >= 0),
 dead_rows AS (DELETE FROM ${s}.dead_letters dl USING gs WHERE dl.group_id = gs.id AND (SELECT count(*) FROM locked) >= 0),
 holds AS (DELETE FROM ${s}.replay_holds h USING gs WHERE h.group_id = gs.id AND (SELECT count(*) FROM locked) >= 0),
+owners AS (DELETE FROM ${s}.partition_owners o USING gs WHERE o.group_id = gs.id AND (SELECT count(*) FROM locked) >= 0),
+members AS (DELETE FROM ${s}.group_members m USING gs WHERE m.group_id = gs.id AND (SELECT count(*) FROM locked) >= 0),
+ownership AS (DELETE FROM ${s}.group_ownership go USING gs WHERE go.group_id = gs.id AND (SELECT count(*) FROM locked) >= 0),
 cursors AS (DELETE FROM ${s}.group_cursors c USING gs WHERE c.group_id = gs.id AND (SELECT count(*) FROM locked) >= 0),
 groups_gone AS (DELETE FROM ${s}.groups g USING gs WHERE g.id = gs.id AND (SELECT count(*) FROM locked) >= 0),
 counters AS (DELETE FROM ${s}.stream_partitions p USING st WHERE p.stream_id = st.id),
