@@ -26,6 +26,7 @@ import {
   type RheoLimits,
 } from './core/limits.js';
 import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
+import { resolveLogger, silentLogger, type Logger } from './core/logger.js';
 import type {
   AppendInput,
   AppendedEvent,
@@ -81,6 +82,14 @@ export interface RheoOptions {
   clock?: Clock;
   /** Event and batch size limits (core/limits.ts); defaults 1 MiB per event, 64 MiB per batch. */
   limits?: Partial<RheoLimits>;
+  /**
+   * A pino-compatible logger (`debug/info/warn/error(fields, message)`) for
+   * what happens outside any call's answer: fetch failures and their
+   * backoff, renewal failures, lost leases, failed settles, handler
+   * failures, consumer stops, dropped and reopened connections, applied
+   * migrations. Default: silent.
+   */
+  logger?: Logger;
 }
 
 export type { SettleRequest } from './core/types.js';
@@ -100,6 +109,8 @@ export class Rheo {
   /** How to end each producer and consumer this instance made; `close()` runs them all. */
   readonly #attached = new Set<() => Promise<void>>();
   readonly limits: Readonly<RheoLimits>;
+  /** Where rheo's own diagnostics go (`options.logger`; silent by default). */
+  readonly logger: Logger;
   #closed = false;
   /** Settles outlive `#closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
@@ -131,7 +142,9 @@ export class Rheo {
         max: MAX_CONFIGURABLE_BYTES,
       }),
     });
+    this.logger = resolveLogger(options.logger);
     this.backend = options.backend ?? memoryBackend({ clock: this.clock });
+    if (this.logger !== silentLogger) this.backend.useLogger?.(this.logger);
   }
 
   get closed(): boolean {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import type { FetchOptions, JsonValue, Lease } from '../core/types.js';
+import { log, silentLogger, type Logger } from '../core/logger.js';
 import { report } from '../observability/diagnostics.js';
 import { emittedLeaseInfo, leaseInfo, type ConsumerEventMap } from '../observability/lease-events.js';
 import type { ProducerSource } from '../producer/producer-options.js';
@@ -62,6 +63,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly #gate: LeaseGate<T>;
   readonly #sink: LeaseSink<T>;
   readonly #timers: Timers;
+  readonly #logger: Logger;
   readonly #runs = new Map<string, HandlerRun<T>>();
   readonly #decisions = new Map<string, Decision>();
   /** Settles and releases under way; `#drain` waits for zero. */
@@ -92,6 +94,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     super();
     const o = resolveConsumeOptions(options, source.defaults, () => randomBytes(6).toString('hex'));
     this.#options = o;
+    this.#logger = source.logger ?? silentLogger;
     this.stream = o.stream;
     this.group = o.group;
     this.consumerId = o.consumerId;
@@ -202,6 +205,9 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     while (this.#settlingCount > 0) await new Promise<void>((resolve) => this.#settledWaiters.push(resolve));
     await this.#producer.close();
     this.#state = 'stopped';
+    log(this.#logger, finished ? 'info' : 'warn', {
+      stream: this.stream, group: this.group, consumerId: this.consumerId, released: this.#counters.released, aborted,
+    }, `rheo consumer of stream "${this.stream}", group "${this.group}" stopped${finished ? '' : ` after aborting ${aborted} handler(s) at the timeout`}`);
     report(this, 'drain', {
       stream: this.stream,
       group: this.group,
@@ -238,6 +244,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#runs.delete(lease.leaseId);
     this.#counters.handled++;
     if (result.kind === 'nack' && result.failure) {
+      log(this.#logger, 'warn', { ...leaseInfo(lease), kind: result.failure.kind, err: result.failure.error },
+        `rheo handler for stream "${lease.stream}", group "${lease.group}" failed (${result.failure.kind}); the event is retried`);
       report(this, 'handler-error', { ...leaseInfo(lease), kind: result.failure.kind, error: result.failure.error });
     }
     this.#decisions.set(lease.leaseId, result);
@@ -324,6 +332,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       backend: source.backend,
       defaults: source.defaults,
       clock: source.clock,
+      logger: source.logger,
       renewMany: (leases, options) => source.renewMany(leases, options),
       settleMany: (ops) => source.settleMany(ops),
       fetch: async <U extends JsonValue = JsonValue>(stream: string, group: string, options?: FetchOptions) => {

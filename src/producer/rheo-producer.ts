@@ -79,7 +79,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #backoff: BackoffOptions;
   readonly #settleBackoff: BackoffOptions & { maxRetries: number };
   readonly #random: () => number;
-  readonly #report = producerReporter(this);
+  readonly #report: ReturnType<typeof producerReporter>;
   /** Aborted on drain or destroy: cuts poll and backoff waits short. */
   readonly #stop = new AbortController();
   #wanted = false;
@@ -103,6 +103,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.partitions = options.partitions ? [...options.partitions] : undefined;
     this.timers = options.timers ?? systemTimers;
     this.#source = source;
+    this.#report = producerReporter(this, source.logger);
     this.#random = options.random ?? Math.random;
     this.#backoff = resolved.fetchBackoff;
     this.#settleBackoff = resolved.settleRetry;
@@ -136,6 +137,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       onRenewError: (error, leases) => {
         // A closed facade will never renew again: stop rather than retry forever.
         if (error.code === 'closed') void this.#tracker.stop();
+        this.#report.renewFailed({ stream: this.stream, group: this.group, consumerId: this.consumerId, error, leases: leases.length });
         this.emit('renew-error', { error, leases });
       },
       onRenewed: (summary) => this.emit('renewed', summary),
