@@ -14,4 +14,8 @@ export default defineConfig({
   // bundling its own copy of the core made errors from `rheo/postgres` fail
   // `instanceof RheoError` and lose their codes inside the facade.
   splitting: true,
+  // `import.meta.url` in the CommonJS build (the optional OpenTelemetry API is
+  // required relative to rheo, and the dashboard finds its static files next
+  // to it): tsup substitutes the module's own file URL there.
+  shims: true,
 });

@@ -27,6 +27,7 @@ import {
 } from './core/limits.js';
 import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
 import { resolveLogger, silentLogger, type Logger } from './core/logger.js';
+import { attachTelemetry, createTelemetry, type RheoTelemetry } from './observability/telemetry.js';
 import type {
   AppendInput,
   AppendedEvent,
@@ -90,6 +91,13 @@ export interface RheoOptions {
    * migrations. Default: silent.
    */
   logger?: Logger;
+  /**
+   * OpenTelemetry spans and metrics (README, "Observability") when
+   * `@opentelemetry/api` is installed; providers registered with the API are
+   * used. `false` keeps this instance from loading or reporting anything.
+   * Default `true`.
+   */
+  telemetry?: boolean;
 }
 
 export type { SettleRequest } from './core/types.js';
@@ -111,6 +119,7 @@ export class Rheo {
   readonly limits: Readonly<RheoLimits>;
   /** Where rheo's own diagnostics go (`options.logger`; silent by default). */
   readonly logger: Logger;
+  readonly #telemetry: RheoTelemetry | null;
   #closed = false;
   /** Settles outlive `#closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
@@ -145,6 +154,11 @@ export class Rheo {
     this.logger = resolveLogger(options.logger);
     this.backend = options.backend ?? memoryBackend({ clock: this.clock });
     if (this.logger !== silentLogger) this.backend.useLogger?.(this.logger);
+    if (options.telemetry !== undefined && typeof options.telemetry !== 'boolean') {
+      throw invalidArgument(`telemetry must be true or false, got ${describe(options.telemetry)}`);
+    }
+    this.#telemetry = options.telemetry === false ? null : createTelemetry(this.clock, (stream, group) => this.backend.lag(stream, group));
+    attachTelemetry(this, this.#telemetry);
   }
 
   get closed(): boolean {
@@ -194,6 +208,7 @@ export class Rheo {
       await Promise.allSettled([...this.#attached].map((end) => end()));
     } finally {
       this.#settlesClosed = true;
+      this.#telemetry?.close();
       await this.backend.close();
     }
   }
@@ -253,7 +268,9 @@ export class Rheo {
       stream,
       maxEventBytes: this.limits.maxEventBytes,
     });
-    const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]));
+    const [outcome] = await this.#traced(this.#telemetry?.send(stream, [prepared], this.limits), () =>
+      this.backend.append(stream, [prepared]),
+    );
     if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
     return appended<T>(outcome);
   }
@@ -274,7 +291,9 @@ export class Rheo {
     const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`, limits));
     if (prepared.length === 0) return [];
     assertBatchSize(stream, prepared, this.limits.maxBatchBytes);
-    const outcomes = await this.#call(() => this.backend.append(stream, prepared));
+    const outcomes = await this.#traced(this.#telemetry?.send(stream, prepared, this.limits), () =>
+      this.backend.append(stream, prepared),
+    );
     return outcomes.map((outcome) => appended<T>(outcome));
   }
 
@@ -366,7 +385,7 @@ export class Rheo {
     }
     const partitions = normalizePartitions(options.partitions);
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() =>
+    return (await this.#traced(this.#telemetry?.receive(stream, group, consumerId), () =>
       this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }),
     )) as Lease<T>[];
   }
@@ -531,13 +550,26 @@ export class Rheo {
 
   async #settleOne(op: SettleOp): Promise<void> {
     this.#assertCanSettle();
-    const [result] = await this.#call(() => this.backend.settle([op]));
+    const [result] = await this.#traced(this.#telemetry?.settle([op]), () => this.backend.settle([op]));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
   }
 
   #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest): Promise<SettleResult[]> {
     this.#assertCanSettle();
-    return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
+    return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => {
+      const finish = this.#telemetry?.settle(ops);
+      if (!finish) return this.backend.settle(ops);
+      return this.backend.settle(ops).then(
+        (results) => {
+          finish(results);
+          return results;
+        },
+        (error: unknown) => {
+          finish(null, error);
+          throw error;
+        },
+      );
+    });
   }
 
   /**
@@ -575,6 +607,20 @@ export class Rheo {
       else out.push(results[j++] ?? { ok: false, error: new RheoError('internal', `${what}: the backend returned too few results`) });
     }
     return out;
+  }
+
+  /** `#call`, reporting the answer to a telemetry finisher when there is one. */
+  async #traced<R>(finish: ((result: R | null, error?: unknown) => void) | undefined, fn: () => Promise<R>): Promise<R> {
+    if (!finish) return this.#call(fn);
+    let result: R;
+    try {
+      result = await this.#call(fn);
+    } catch (error) {
+      finish(null, error);
+      throw error;
+    }
+    finish(result);
+    return result;
   }
 
   /** Backends classify their own driver errors; anything else that escapes is wrapped, never leaked. */

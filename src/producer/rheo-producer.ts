@@ -9,6 +9,7 @@ import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './prod
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from './timers.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
+import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 
 /**
  * The reason for aborting the producer's own waits. Without a reason,
@@ -104,6 +105,12 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.timers = options.timers ?? systemTimers;
     this.#source = source;
     this.#report = producerReporter(this, source.logger);
+    const telemetry = telemetryOf(source);
+    if (telemetry) {
+      attachTelemetry(this, telemetry);
+      const untrack = telemetry.track(this);
+      this.once('close', untrack);
+    }
     this.#random = options.random ?? Math.random;
     this.#backoff = resolved.fetchBackoff;
     this.#settleBackoff = resolved.settleRetry;
