@@ -1,12 +1,13 @@
+import { cp } from 'node:fs/promises';
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
   // `cli` keeps its `#!/usr/bin/env node` line (esbuild preserves an entry's
   // hashbang and tsup marks the file executable) and shares the library chunk.
-  entry: { index: 'src/index.ts', postgres: 'src/postgres.ts', cli: 'src/cli/main.ts' },
+  entry: { index: 'src/index.ts', postgres: 'src/postgres.ts', dashboard: 'src/dashboard/index.ts', cli: 'src/cli/main.ts' },
   format: ['esm', 'cjs'],
   // The CLI is a program, not an import: no declarations for it.
-  dts: { entry: { index: 'src/index.ts', postgres: 'src/postgres.ts' } },
+  dts: { entry: { index: 'src/index.ts', postgres: 'src/postgres.ts', dashboard: 'src/dashboard/index.ts' } },
   sourcemap: true,
   clean: true,
   target: 'node20',
@@ -18,4 +19,9 @@ export default defineConfig({
   // required relative to rheo, and the dashboard finds its static files next
   // to it): tsup substitutes the module's own file URL there.
   shims: true,
+  // The dashboard's page, script and styles ship as plain files next to the
+  // bundle (src/dashboard/dashboard-handler.ts looks for them there).
+  onSuccess: async () => {
+    await cp('src/dashboard/assets', 'dist/dashboard', { recursive: true });
+  },
 });

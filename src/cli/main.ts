@@ -3,6 +3,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { isRheoError } from '../core/errors.js';
 import { EXIT, EXIT_CODES_HELP, exitCodeFor } from './exit-codes.js';
 import { registerAppend } from './commands/append.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerDeadLetters } from './commands/dead-letters.js';
 import { registerDescribe } from './commands/describe.js';
 import { registerGroups } from './commands/groups.js';
@@ -35,6 +36,7 @@ function buildProgram(): Command {
     registerReset,
     registerTail,
     registerAppend,
+    registerDashboard,
   ]) {
     register(program);
   }
