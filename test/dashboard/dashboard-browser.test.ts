@@ -73,7 +73,7 @@ describe('dashboard in headless chromium', () => {
 
     await rheo.appendBatch('orders', Array.from({ length: 20 }, (_, i) => ({ type: 'order.paid', payload: { order: 2000 + i } })));
     const expected = String(before.lag.lag + 20);
-    await page.waitForFunction((lag) => document.getElementById('chart')?.dataset.last === lag, expected);
+    await page.waitForSelector(`#chart[data-last="${expected}"]`);
     expect(await page.textContent('#lag-total')).toBe(expected);
     // The chart drew a line through more than one sample, the last at the new lag.
     const samples = Number(await page.getAttribute('#chart', 'data-samples'));
@@ -103,11 +103,11 @@ describe('dashboard in headless chromium', () => {
     await page.waitForSelector('dialog#confirm[open]');
     await page.screenshot({ path: join(IMAGES, 'dashboard-redrive.png') });
     await page.click('#confirm-ok');
-    await page.waitForFunction(() => document.getElementById('status')?.textContent === 'redrove 1 dead letter(s)');
+    await page.locator('#status', { hasText: 'redrove 1 dead letter(s)' }).waitFor();
     const info = await rheo.groupInfo('orders', 'billing');
     expect(info.deadLetters).toBe(1);
     expect((await rheo.deadLetters('orders', 'billing')).map((d) => d.event.id)).toEqual([first!.event.id]);
-    await page.waitForFunction(() => document.querySelectorAll('#dead-letters tbody tr').length === 1);
+    await page.locator('#dead-letters tbody tr').nth(1).waitFor({ state: 'detached' });
     // The redriven event is offered again, with attempts reset.
     const again = await rheo.fetch('orders', 'billing', { limit: 10, partitions: [0] });
     expect(again.find((l) => l.event.id === second!.event.id)?.attempt).toBe(1);
