@@ -92,3 +92,12 @@ export type {
   RenewErrorEvent,
   WithLeaseId,
 } from './observability/lease-events.js';
+export {
+  createDashboardHandler,
+  startDashboard,
+  DASHBOARD_WRITE_HEADER,
+  type DashboardHandler,
+  type DashboardOptions,
+  type DashboardServerOptions,
+  type RunningDashboard,
+} from './dashboard/index.js';
