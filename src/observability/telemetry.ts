@@ -240,15 +240,24 @@ export class RheoTelemetry {
         ...(type === null ? {} : { 'error.type': type }),
       });
       if (!results) return;
+      // One add per (stream, group, kind) of the call, not one per op: the
+      // SDK hashes the attributes of every add, and a coalesced call holds hundreds.
+      const counts = new Map<string, { op: SettleOp; n: number }>();
       ops.forEach((op, i) => {
         if (!results[i]?.ok) return;
-        this.#settled.add(1, {
+        const key = `${op.kind}\u0000${op.stream}\u0000${op.group}`;
+        const entry = counts.get(key);
+        if (entry) entry.n++;
+        else counts.set(key, { op, n: 1 });
+      });
+      for (const { op, n } of counts.values()) {
+        this.#settled.add(n, {
           'messaging.system': SYSTEM,
           'messaging.destination.name': op.stream,
           'messaging.consumer.group.name': op.group,
           'messaging.operation.name': op.kind,
         });
-      });
+      }
     };
   }
 
