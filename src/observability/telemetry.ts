@@ -1,40 +1,13 @@
-import { createRequire } from 'node:module';
 import type * as OtelApi from '@opentelemetry/api';
 import type { PreparedAppend, SettleOp } from '../core/backend.js';
 import type { Clock } from '../core/clock.js';
-import { isRheoError } from '../core/errors.js';
 import type { LagReport, Lease, SettleResult } from '../core/types.js';
-import { formatTraceparent, injectTraceContext, readTraceContext } from './trace-context.js';
-
-type Api = typeof OtelApi;
-
-/**
- * `@opentelemetry/api` is an optional peer dependency: it is required on
- * the first `createRheo`, never imported at the top of a module, so a
- * program without it loads nothing and behaves exactly as before. A
- * synchronous require (not `import()`) keeps `createRheo` synchronous and
- * its first spans complete; the API keeps its registered providers on a
- * global symbol, so this copy and an ESM copy the application imports
- * share them.
- */
-let loaded: Api | null | undefined;
-
-function loadApi(): Api | null {
-  if (loaded !== undefined) return loaded;
-  try {
-    // The CommonJS build gets import.meta.url from tsup's shim (tsup.config.ts).
-    const require = createRequire(import.meta.url);
-    loaded = require('@opentelemetry/api') as Api;
-  } catch {
-    loaded = null;
-  }
-  return loaded;
-}
+import { loadApi, type Api } from './otel-loader.js';
+import { SYSTEM, errorType, leaseAttributes, messageOf, remoteContext, seconds } from './span-attributes.js';
+import { formatTraceparent, injectTraceContext } from './trace-context.js';
 
 /** Instrumentation scope name: spans and metrics of rheo carry it. */
 export const INSTRUMENTATION_NAME = 'rheo';
-
-const SYSTEM = 'rheo';
 
 /** A held lease counted in `rheo.consumer.leases.held`. */
 export interface HeldLeases {
@@ -397,47 +370,4 @@ export function telemetryOf(owner: object): RheoTelemetry | null {
 export function createTelemetry(clock: Clock, lag: (stream: string, group: string) => Promise<LagReport>): RheoTelemetry | null {
   const api = loadApi();
   return api === null ? null : new RheoTelemetry(api, clock, lag);
-}
-
-function remoteContext(api: Api, lease: Lease<unknown>): OtelApi.SpanContext | null {
-  const remote = readTraceContext(lease.event.metadata);
-  if (remote === null) return null;
-  let traceState: OtelApi.TraceState | undefined;
-  if (remote.traceState !== null) {
-    try {
-      traceState = api.createTraceState(remote.traceState);
-    } catch {
-      traceState = undefined;
-    }
-  }
-  return { traceId: remote.traceId, spanId: remote.spanId, traceFlags: remote.traceFlags, isRemote: true, traceState };
-}
-
-function leaseAttributes(lease: Lease<unknown>, type: 'process' | 'settle', name: string = type): OtelApi.Attributes {
-  return {
-    'messaging.system': SYSTEM,
-    'messaging.operation.type': type,
-    'messaging.operation.name': name,
-    'messaging.destination.name': lease.stream,
-    'messaging.destination.partition.id': String(lease.event.partition),
-    'messaging.consumer.group.name': lease.group,
-    'messaging.message.id': lease.event.id,
-    'messaging.client.id': lease.consumerId,
-    'rheo.event.type': lease.event.type,
-    'rheo.event.sequence': lease.event.sequence,
-    'rheo.delivery.attempt': lease.attempt,
-  };
-}
-
-function seconds(startedMs: number): number {
-  return (performance.now() - startedMs) / 1000;
-}
-
-function errorType(error: unknown): string {
-  if (isRheoError(error)) return error.code;
-  return error instanceof Error ? error.name : 'unknown';
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
