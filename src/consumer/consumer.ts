@@ -265,8 +265,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     if (scope) {
       if (result.kind === 'lost') {
         this.#scopes.delete(lease.leaseId);
-        scope.handled('release', result.error);
-        scope.settled();
+        scope.handled(null, result.error);
       } else if (result.kind === 'nack' && result.failure) scope.handled('nack', result.failure.error);
       else scope.handled(result.kind);
     }

@@ -20,8 +20,12 @@ export interface HeldLeases {
 export interface ProcessScope {
   /** Runs the handler with the process span as the active context. */
   run<R>(fn: () => R): R;
-  /** The handler finished; `failure` is what it threw, if it did. Starts the settle span named after `settle`. */
-  handled(settle: 'ack' | 'nack' | 'reject' | 'release', failure?: unknown): void;
+  /**
+   * The handler finished; `failure` is what it threw, if it did. Starts the
+   * settle span named after `settle`; `null`: nothing will be settled (the
+   * lease was lost meanwhile).
+   */
+  handled(settle: 'ack' | 'nack' | 'reject' | 'release' | null, failure?: unknown): void;
   /** The settle was answered. */
   settled(): void;
 }
@@ -259,7 +263,7 @@ export class RheoTelemetry {
           'messaging.operation.name': 'process',
         };
         if (failure !== undefined) {
-          const type = failure instanceof Error ? failure.name : 'handler_error';
+          const type = errorType(failure);
           span.setAttribute('error.type', type);
           span.setStatus({ code: api.SpanStatusCode.ERROR, message: messageOf(failure) });
           if (failure instanceof Error) span.recordException(failure);
@@ -267,7 +271,7 @@ export class RheoTelemetry {
         }
         this.#processDuration.record(seconds(started), metricAttributes);
         span.end();
-        if (!recording) return;
+        if (!recording || kind === null) return;
         settleSpan = this.#tracer.startSpan(`${kind} ${lease.stream}`, { kind: api.SpanKind.CLIENT, attributes: leaseAttributes(lease, 'settle', kind) }, active);
       },
       settled: () => {
@@ -310,7 +314,7 @@ export class RheoTelemetry {
           'messaging.operation.name': 'process',
         };
         if (failure !== undefined) {
-          const type = failure instanceof Error ? failure.name : 'handler_error';
+          const type = errorType(failure);
           span.setAttribute('error.type', type);
           span.setStatus({ code: api.SpanStatusCode.ERROR, message: messageOf(failure) });
           metricAttributes['error.type'] = type;
