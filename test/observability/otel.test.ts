@@ -6,6 +6,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import type { JsonValue, Lease } from '../../src/core/types.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { createBatchSink } from '../../src/sinks/batch-sink.js';
+import { createLeaseSink } from '../../src/sinks/lease-sink.js';
 import { backendFactories } from '../support/backends.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
 import { readOne, until } from '../streams/support/wait.js';
@@ -191,6 +192,27 @@ for (const factory of backendFactories) {
         [sendIds[0], sendIds[0], sendIds[1]].sort(),
       );
       expect(batchSpan!.links.map((l) => l.attributes?.['messaging.message.id']).sort()).toEqual([...events, third].map((e) => e.id).sort());
+    });
+
+    it('a lease sink on a producer runs each handler in a process span under its send span, then a settle span', async () => {
+      const [ok, bad] = await rheo.appendBatch('orders', [{ type: 'ok', payload: 1 }, { type: 'bad', payload: 2 }]);
+      const timers = new ManualTimers(clock);
+      const producer = rheo.producer<JsonValue>({ stream: 'orders', group: 'billing', maxDemand: 2, timers });
+      const sink = createLeaseSink<JsonValue>({
+        producer,
+        concurrency: 2,
+        handle: (lease) => (lease.event.type === 'bad' ? { reject: 'unusable' } : 'ack'),
+      });
+      producer.pipe(sink);
+      await until(async () => (await rheo.lag('orders', 'billing')).lag === 0, 'both settled');
+      await until(() => spansNamed('ack orders').length + spansNamed('reject orders').length === 2, 'both settle spans ended');
+      await producer.close();
+      const [send] = spansNamed('send orders');
+      const processes = spansNamed('process orders');
+      expect(processes.map((p) => p.attributes['messaging.message.id']).sort()).toEqual([ok!.id, bad!.id].sort());
+      for (const p of processes) expect(parentOf(p)).toBe(send!.spanContext().spanId);
+      const reject = spansNamed('reject orders')[0]!;
+      expect(parentOf(reject)).toBe(processes.find((p) => p.attributes['messaging.message.id'] === bad!.id)!.spanContext().spanId);
     });
 
     it('an event too large for the trace context is stored without it, never refused', async () => {
