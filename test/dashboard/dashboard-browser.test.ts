@@ -114,6 +114,24 @@ describe('dashboard in headless chromium', () => {
     await page.close();
   }, 60_000);
 
+  it('a replay from the page, after confirmation, reopens settled events of the group', async () => {
+    const [lease] = await rheo.fetch('audit', 'archive');
+    await rheo.ack(lease!);
+    expect((await rheo.lag('audit', 'archive')).lag).toBe(0);
+    const { page } = await open(true);
+    await page.click('#groups tbody tr[data-group="archive"]');
+    await page.waitForSelector('#detail-title:text-is("archive on audit")');
+    await page.fill('#replay-from', '1');
+    await page.click('#replay');
+    await page.waitForSelector('dialog#confirm[open]');
+    expect(await page.textContent('#confirm-text')).toContain('Replay group "archive" from sequence 1');
+    await page.click('#confirm-ok');
+    await page.locator('#status', { hasText: 'replay started' }).waitFor();
+    expect((await rheo.lag('audit', 'archive')).lag).toBe(1);
+    await page.waitForSelector('#lag-total:text-is("1")');
+    await page.close();
+  }, 60_000);
+
   it('read-only by default: no write buttons, and the page says so', async () => {
     const { page } = await open(false);
     expect(await page.textContent('#mode')).toBe('read-only');
