@@ -28,4 +28,12 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  {
+    // The dashboard's page script runs in the browser, not in Node.
+    files: ['src/dashboard/assets/**/*.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: { document: 'readonly', location: 'readonly', history: 'readonly', fetch: 'readonly', URLSearchParams: 'readonly' },
+    },
+  },
 );

@@ -6,6 +6,8 @@ export { RheoError, isRheoError, RHEO_ERROR_CODES } from './core/errors.js';
 export type { RheoErrorCode, RheoErrorDetails } from './core/errors.js';
 export { ManualClock, systemClock } from './core/clock.js';
 export type { Clock } from './core/clock.js';
+export { silentLogger } from './core/logger.js';
+export type { Logger, LogFields, LogLevel } from './core/logger.js';
 export { murmur2, partitionForKey } from './core/partitioner.js';
 export { uuidv7 } from './core/ids.js';
 export { memoryBackend } from './backends/memory/memory-backend.js';
@@ -104,3 +106,12 @@ export type {
   MemberLeaveEvent,
   RebalanceEvent,
 } from './observability/lease-events.js';
+export {
+  createDashboardHandler,
+  startDashboard,
+  DASHBOARD_WRITE_HEADER,
+  type DashboardHandler,
+  type DashboardOptions,
+  type DashboardServerOptions,
+  type RunningDashboard,
+} from './dashboard/index.js';

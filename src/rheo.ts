@@ -39,6 +39,8 @@ import {
   type RheoLimits,
 } from './core/limits.js';
 import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
+import { resolveLogger, silentLogger, type Logger } from './core/logger.js';
+import { attachTelemetry, createTelemetry, type RheoTelemetry } from './observability/telemetry.js';
 import type {
   AppendInput,
   AppendedEvent,
@@ -101,6 +103,21 @@ export interface RheoOptions {
   clock?: Clock;
   /** Event and batch size limits (core/limits.ts); defaults 1 MiB per event, 64 MiB per batch. */
   limits?: Partial<RheoLimits>;
+  /**
+   * A pino-compatible logger (`debug/info/warn/error(fields, message)`) for
+   * what happens outside any call's answer: fetch failures and their
+   * backoff, renewal failures, lost leases, failed settles, handler
+   * failures, consumer stops, dropped and reopened connections, applied
+   * migrations. Default: silent.
+   */
+  logger?: Logger;
+  /**
+   * OpenTelemetry spans and metrics (README, "Observability") when
+   * `@opentelemetry/api` is installed; providers registered with the API are
+   * used. `false` keeps this instance from loading or reporting anything.
+   * Default `true`.
+   */
+  telemetry?: boolean;
   /** The background trimmer (docs/semantics.md, "Background trimming"). */
   retention?: Partial<RetentionTrimmerOptions>;
 }
@@ -134,6 +151,9 @@ export class Rheo {
   /** The background trimmer; `null` when disabled. `runOnce()` runs a pass now. */
   readonly trimmer: BackgroundTrimmer | null;
   readonly #trimBatchSize: number;
+  /** Where rheo's own diagnostics go (`options.logger`; silent by default). */
+  readonly logger: Logger;
+  readonly #telemetry: RheoTelemetry | null;
   #closed = false;
   /** Settles outlive `#closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
@@ -173,7 +193,15 @@ export class Rheo {
     const intervalMs = optionalInteger('retention.intervalMs', r.intervalMs, 60_000, { min: 1, max: 2_147_483_647 });
     const batchSize = optionalInteger('retention.batchSize', r.batchSize, DEFAULT_TRIM_BATCH, { min: 1, max: 1_000_000 });
     this.#trimBatchSize = batchSize;
+    if (options.telemetry !== undefined && typeof options.telemetry !== 'boolean') {
+      throw invalidArgument(`telemetry must be true or false, got ${describe(options.telemetry)}`);
+    }
+    this.logger = resolveLogger(options.logger);
     this.backend = options.backend ?? memoryBackend({ clock: this.clock });
+    if (this.logger !== silentLogger) this.backend.useLogger?.(this.logger);
+    this.#telemetry = options.telemetry === false ? null : createTelemetry(this.clock, (stream, group) => this.backend.lag(stream, group));
+    attachTelemetry(this, this.#telemetry);
+    // Last: nothing after this may throw, or the constructor would leave a timer behind.
     this.trimmer =
       r.enabled === false ? null : new BackgroundTrimmer(this.backend, { intervalMs, batchSize, maxBatchesPerPass: 100 });
     this.trimmer?.start();
@@ -226,6 +254,7 @@ export class Rheo {
       await Promise.allSettled([...[...this.#attached].map((end) => end()), this.trimmer?.close()]);
     } finally {
       this.#settlesClosed = true;
+      this.#telemetry?.close();
       await this.backend.close();
     }
   }
@@ -329,7 +358,9 @@ export class Rheo {
       stream,
       maxEventBytes: this.limits.maxEventBytes,
     });
-    const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]));
+    const [outcome] = await this.#traced(this.#telemetry?.send(stream, [prepared], this.limits), () =>
+      this.backend.append(stream, [prepared]),
+    );
     if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
     return appended<T>(outcome);
   }
@@ -350,7 +381,9 @@ export class Rheo {
     const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`, limits));
     if (prepared.length === 0) return [];
     assertBatchSize(stream, prepared, this.limits.maxBatchBytes);
-    const outcomes = await this.#call(() => this.backend.append(stream, prepared));
+    const outcomes = await this.#traced(this.#telemetry?.send(stream, prepared, this.limits), () =>
+      this.backend.append(stream, prepared),
+    );
     return outcomes.map((outcome) => appended<T>(outcome));
   }
 
@@ -461,7 +494,7 @@ export class Rheo {
     }
     const partitions = normalizePartitions(options.partitions);
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() =>
+    return (await this.#traced(this.#telemetry?.receive(stream, group, consumerId), () =>
       this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }),
     )) as Lease<T>[];
   }
@@ -708,13 +741,26 @@ export class Rheo {
 
   async #settleOne(op: SettleOp): Promise<void> {
     this.#assertCanSettle();
-    const [result] = await this.#call(() => this.backend.settle([op]));
+    const [result] = await this.#traced(this.#telemetry?.settle([op]), () => this.backend.settle([op]));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
   }
 
   #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest): Promise<SettleResult[]> {
     this.#assertCanSettle();
-    return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
+    return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => {
+      const finish = this.#telemetry?.settle(ops);
+      if (!finish) return this.backend.settle(ops);
+      return this.backend.settle(ops).then(
+        (results) => {
+          finish(results);
+          return results;
+        },
+        (error: unknown) => {
+          finish(null, error);
+          throw error;
+        },
+      );
+    });
   }
 
   /**
@@ -752,6 +798,20 @@ export class Rheo {
       else out.push(results[j++] ?? { ok: false, error: new RheoError('internal', `${what}: the backend returned too few results`) });
     }
     return out;
+  }
+
+  /** `#call`, reporting the answer to a telemetry finisher when there is one. */
+  async #traced<R>(finish: ((result: R | null, error?: unknown) => void) | undefined, fn: () => Promise<R>): Promise<R> {
+    if (!finish) return this.#call(fn);
+    let result: R;
+    try {
+      result = await this.#call(fn);
+    } catch (error) {
+      finish(null, error);
+      throw error;
+    }
+    finish(result);
+    return result;
   }
 
   /** Backends classify their own driver errors; anything else that escapes is wrapped, never leaked. */

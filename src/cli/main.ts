@@ -3,6 +3,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { isRheoError } from '../core/errors.js';
 import { EXIT, EXIT_CODES_HELP, exitCodeFor } from './exit-codes.js';
 import { registerAppend } from './commands/append.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerDeadLetters } from './commands/dead-letters.js';
 import { registerDeleteGroup, registerDeleteStream } from './commands/delete.js';
 import { registerDescribe } from './commands/describe.js';
@@ -42,6 +43,7 @@ function buildProgram(): Command {
     registerDeleteStream,
     registerTail,
     registerAppend,
+    registerDashboard,
   ]) {
     register(program);
   }

@@ -1,4 +1,5 @@
 import type { Clock } from './clock.js';
+import type { Logger } from './logger.js';
 import type { RheoError } from './errors.js';
 import type {
   DeadLetter,
@@ -97,6 +98,14 @@ export interface Backend {
    * yet). An unreachable store is `backend_unavailable`.
    */
   ping(): Promise<number | null>;
+
+  /**
+   * Issue 15: the facade hands over its `logger` once, at `createRheo`, so a
+   * backend can report what happens outside any call (a LISTEN connection
+   * dropped and reopened, migrations applied). Optional: a backend with
+   * nothing of the kind to say leaves it out. Never throws.
+   */
+  useLogger?(logger: Logger): void;
 
   // ---------------------------------------------------------------------------
   // Contract additions agreed for issues 11, 13 and 14 (see the types below).

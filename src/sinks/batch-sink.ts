@@ -17,6 +17,7 @@ import {
 import type { Timers } from '../producer/timers.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { WorkQueue } from './work-queue.js';
+import { telemetryOf, type RheoTelemetry } from '../observability/telemetry.js';
 
 interface ClosedBatch<T> {
   leases: Lease<T>[];
@@ -86,6 +87,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly batchSize: number;
   readonly batchTimeoutMs: number;
   readonly #producer: LeaseSettler<T>;
+  readonly #telemetry: RheoTelemetry | null;
   readonly #handleBatch: BatchSinkOptions<T>['handleBatch'];
   readonly #concurrency: number;
   readonly #collector: BatchCollector<Lease<T>>;
@@ -110,6 +112,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     this.batchSize = batchSize;
     this.batchTimeoutMs = batchTimeoutMs;
     this.#producer = options.producer;
+    this.#telemetry = telemetryOf(options.producer);
     this.#handleBatch = options.handleBatch;
     this.#concurrency = concurrency;
     this.#collector = new BatchCollector<Lease<T>>({
@@ -200,10 +203,14 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     const leases = batch.filter((lease) => !this.#lost.take(lease.leaseId));
     if (leases.length === 0) return;
     let settlements: Settlement[];
+    const scope = this.#telemetry?.processBatch(leases) ?? null;
     try {
-      const outcome = await this.#handleBatch(leases, { signal: this.#shutdown.signal, reason });
+      const context = { signal: this.#shutdown.signal, reason };
+      const outcome = await (scope ? scope.run(() => this.#handleBatch(leases, context)) : this.#handleBatch(leases, context));
+      scope?.handled();
       settlements = this.#settlementsOf(leases, outcome);
     } catch (error) {
+      scope?.handled(error);
       if (this.#shutdown.signal.aborted) settlements = leases.map(() => ({ kind: 'release' }));
       else {
         this.emit('batch-error', { leases, error });

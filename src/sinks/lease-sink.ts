@@ -5,6 +5,7 @@ import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { LazyAbort } from './lazy-abort.js';
 import { WorkQueue } from './work-queue.js';
+import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 
 import {
   isThenable,
@@ -66,6 +67,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #producer: LeaseSettler<T>;
   readonly #handle: LeaseSinkOptions<T>['handle'];
   readonly #maxQueued: number;
+  readonly #telemetry: RheoTelemetry | null;
   /** Accepted and not started, oldest first. */
   readonly #queue = new WorkQueue<Lease<T>>();
   readonly #running = new Map<string, LazyAbort>();
@@ -118,6 +120,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     this.#maxQueued = maxQueued;
     this.#producer = options.producer;
     this.#handle = options.handle;
+    this.#telemetry = telemetryOf(options.producer);
     this.#producer.on('lease-lost', this.#onLost);
   }
 
@@ -180,19 +183,21 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     const abort = new LazyAbort();
     this.#running.set(lease.leaseId, abort);
     this.#busy++;
+    const scope = this.#telemetry?.process(lease) ?? null;
     let outcome: LeaseOutcome | Promise<LeaseOutcome>;
     try {
-      outcome = this.#handle(lease, new SinkHandlerContext(abort));
+      const context = new SinkHandlerContext(abort);
+      outcome = scope ? scope.run(() => this.#handle(lease, context)) : this.#handle(lease, context);
     } catch (error) {
-      return this.#finish(lease, this.#failed(lease, error));
+      return this.#finish(lease, this.#failed(lease, error), scope, { error });
     }
     if (isThenable(outcome)) {
       Promise.resolve(outcome).then(
-        (value) => this.#finish(lease, settlementOf(value)),
-        (error: unknown) => this.#finish(lease, this.#failed(lease, error)),
+        (value) => this.#finish(lease, settlementOf(value), scope),
+        (error: unknown) => this.#finish(lease, this.#failed(lease, error), scope, { error }),
       );
     } else {
-      this.#finish(lease, settlementOf(outcome));
+      this.#finish(lease, settlementOf(outcome), scope);
     }
   }
 
@@ -202,12 +207,18 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     return thrownSettlement(error);
   }
 
-  #finish(lease: Lease<T>, settlement: Settlement): void {
+  #finish(lease: Lease<T>, settlement: Settlement, scope: ProcessScope | null = null, thrown?: { error: unknown }): void {
     this.#running.delete(lease.leaseId);
     // The slot frees as soon as the handler is done: the settle joins the
     // producer's next coalesced call while the next handler runs. Demand stays
     // bounded because the producer confirms only once the settle is answered.
-    void settleLease(this.#producer, lease, settlement, this).then(this.#settled, this.#settleThrew);
+    let settling = settleLease(this.#producer, lease, settlement, this);
+    if (scope) {
+      if (thrown) scope.handled(settlement.kind, thrown.error);
+      else scope.handled(settlement.kind);
+      settling = settling.finally(() => scope.settled());
+    }
+    void settling.then(this.#settled, this.#settleThrew);
     // A handler that finished inside the pump loop leaves the loop to start the next one.
     if (this.#queue.length > 0 && !this.#pumping) this.#pump();
   }

@@ -1,3 +1,4 @@
+import type { Logger } from '../../src/core/logger.js';
 import type { Backend, LeaseRef, RenewResult, SettleOp, SettleOutcome } from '../../src/core/backend.js';
 import { RheoError, type RheoErrorCode } from '../../src/core/errors.js';
 
@@ -255,6 +256,10 @@ export class FaultyBackend implements Backend {
   storageStats(...a: Parameters<Backend['storageStats']>): ReturnType<Backend['storageStats']> {
     return this.inner.storageStats(...a);
   }
+  useLogger(logger: Logger): void {
+    this.inner.useLogger?.(logger);
+  }
+
   ping(): ReturnType<Backend['ping']> {
     return this.inner.ping();
   }

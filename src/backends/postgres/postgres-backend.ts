@@ -44,6 +44,8 @@ import { fetchLeases, renewLeases, settleLeases, type LeaseContext } from './lea
 import { checkSchemaVersion, migrate, planMigration, type PlannedStatement } from './migrate.js';
 import { AppendListener } from './notifications.js';
 import * as ownership from './ownership.js';
+import { log, silentLogger, type Logger } from '../../core/logger.js';
+import { LATEST_VERSION } from './migrations/index.js';
 import { nowParam, toEvent, type EventRow } from './rows.js';
 import { notifyChannel, quoteSchema } from './schema-name.js';
 import { buildQuery } from './sql/query.js';
@@ -112,6 +114,7 @@ export class PostgresBackend implements Backend {
   readonly #ctx: LeaseContext;
   readonly #rctx: RetentionContext;
   readonly #listener: AppendListener;
+  #logger: Logger = silentLogger;
   #closing: Promise<void> | null = null;
   #schemaOk = false;
   #schemaCheck: Promise<void> | null = null;
@@ -184,8 +187,23 @@ export class PostgresBackend implements Backend {
   }
 
   async migrate(): Promise<void> {
-    await migrate(this.#db, this.schema, this.#quotedSchema);
+    const changed = await migrate(this.#db, this.schema, this.#quotedSchema);
     this.#schemaOk = true;
+    if (changed.applied.length > 0 || changed.routines.length > 0) {
+      log(this.#logger, 'info', {
+        schema: this.schema,
+        fromVersion: changed.from,
+        migrations: changed.applied.map((m) => `${m.version}_${m.name}`),
+        routines: changed.routines,
+      }, `rheo migrated schema "${this.schema}" from version ${changed.from} to ${LATEST_VERSION}`);
+    } else {
+      log(this.#logger, 'debug', { schema: this.schema, version: changed.from }, `rheo schema "${this.schema}" is up to date`);
+    }
+  }
+
+  useLogger(logger: Logger): void {
+    this.#logger = logger;
+    this.#listener.useLogger(logger, this.schema);
   }
 
   /** The SQL `migrate()` would run now, in order, without running it (`rheo migrate --print-sql`). */
