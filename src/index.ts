@@ -33,9 +33,9 @@ export type { BackoffOptions } from './producer/backoff.js';
 export { systemTimers } from './producer/timers.js';
 export type { Timers, ScheduledTimer } from './producer/timers.js';
 export { createLeaseSink, LeaseSink } from './sinks/lease-sink.js';
-export type { LeaseSinkOptions, LeaseHandlerContext } from './sinks/lease-sink.js';
+export type { LeaseSinkOptions, LeaseSinkTuning, LeaseHandler, LeaseHandlerContext } from './sinks/lease-sink.js';
 export { createBatchSink, BatchSink } from './sinks/batch-sink.js';
-export type { BatchSinkOptions, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
+export type { BatchSinkOptions, BatchSinkTuning, BatchHandler, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
 export type {
   LeaseOutcome,
   Settlement,
