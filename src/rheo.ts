@@ -35,6 +35,7 @@ import type {
   GroupInfo,
   GroupOptions,
   JsonValue,
+  LagOptions,
   LagReport,
   Lease,
   NackOptions,
@@ -214,7 +215,8 @@ export class Rheo {
       min: 1,
       max: 1_000_000,
     });
-    await this.#call(() => this.backend.createGroup(stream, group, { start, maxAttempts }));
+    const partitions = normalizePartitions(options.partitions);
+    await this.#call(() => this.backend.createGroup(stream, group, { start, maxAttempts, partitions }));
   }
 
   async listGroups(stream: string): Promise<string[]> {
@@ -438,11 +440,18 @@ export class Rheo {
 
   // ---- progress and operations -------------------------------------------
 
-  async lag(stream: string, group: string): Promise<LagReport> {
+  /**
+   * Frontier, high watermark, lag and age of the oldest unsettled event per
+   * partition of the group (or only of `partitions`, which the group must
+   * cover); `lag` is the sum over the partitions reported.
+   */
+  async lag(stream: string, group: string, options: LagOptions = {}): Promise<LagReport> {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    return this.#call(() => this.backend.lag(stream, group));
+    assertOptions('lag options', options);
+    const partitions = normalizePartitions(options.partitions);
+    return this.#call(() => this.backend.lag(stream, group, partitions));
   }
 
   /** Reopens deliveries for redelivery; the log itself never changes. */
@@ -451,12 +460,16 @@ export class Rheo {
     assertName('stream', stream);
     assertName('group', group);
     assertOptions('replay options', options);
-    const normalized = normalizeReplay(spec);
+    const normalized = normalizeReplay(stream, spec);
     const partitions = normalizePartitions(options.partitions);
     await this.#call(() => this.backend.replay(stream, group, normalized, partitions));
   }
 
-  /** Forgets all progress of the group. Requires `{ confirm: true }`. */
+  /**
+   * Forgets the group's progress in all its partitions, or only in
+   * `partitions`: their delivery state and dead letters are dropped and
+   * their frontier restarts at the given start. Requires `{ confirm: true }`.
+   */
   async resetGroup(stream: string, group: string, options: ResetOptions): Promise<void> {
     this.#assertOpen();
     assertName('stream', stream);
@@ -469,7 +482,8 @@ export class Rheo {
       );
     }
     const start = normalizeStart(options.startAfter, options.startAt);
-    await this.#call(() => this.backend.resetGroup(stream, group, start));
+    const partitions = normalizePartitions(options.partitions);
+    await this.#call(() => this.backend.resetGroup(stream, group, start, partitions));
   }
 
   async deadLetters<T extends JsonValue = JsonValue>(

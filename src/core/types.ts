@@ -96,6 +96,12 @@ export interface GroupOptions {
   startAfter?: number | Record<number, number>;
   startAt?: Date;
   maxAttempts?: number;
+  /**
+   * Cover only these partitions (default: all of the stream's). Fetch, lag,
+   * the frontier, replay, reset and the group's stored state are restricted
+   * to them; fetching from another partition is `invalid_partition`.
+   */
+  partitions?: number[];
 }
 
 export interface ReadOptions {
@@ -184,14 +190,30 @@ export interface LagReport {
   partitions: Record<number, PartitionLag>;
 }
 
-export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds: string[] };
+/**
+ * What to replay: every settled event from a sequence on, from a time on,
+ * the given events, or exactly the events matching a query (its `type`,
+ * `key`, `where`, `correlationId`, `from` and `to`, as for `rheo.query`).
+ */
+export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds: string[] } | { query: ReplayQueryOptions };
+
+/** The filters of `QueryOptions` that a replay by query accepts. */
+export type ReplayQueryOptions = Pick<QueryOptions, 'type' | 'key' | 'where' | 'correlationId' | 'from' | 'to'>;
 
 export interface ReplayOptions {
+  /** Replay only in these partitions of the group (default: all of the group's). */
+  partitions?: number[];
+}
+
+export interface LagOptions {
+  /** Report only these partitions of the group (default: all of the group's); `lag` sums those. */
   partitions?: number[];
 }
 
 export interface ResetOptions {
   confirm: true;
+  /** Reset only these partitions of the group (default: all of the group's); the others keep their progress. */
+  partitions?: number[];
   startAfter?: number | Record<number, number>;
   startAt?: Date;
 }

@@ -10,6 +10,7 @@ import { registerLeaseTests } from './leases.js';
 import { registerLimitTests } from './limits.js';
 import { registerLineageTests } from './lineage.js';
 import { registerLogTests } from './log.js';
+import { registerPartitionScopeTests } from './partition-scope.js';
 import { registerPropertyTests } from './properties.js';
 import { registerQueryAllTests } from './query-all.js';
 import { registerQueryTests } from './query.js';
@@ -42,6 +43,7 @@ export function runConformanceSuite(
     registerRenewTests(makeBackend);
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
+    registerPartitionScopeTests(makeBackend);
     registerErrorTests(makeBackend);
     registerLimitTests(makeBackend);
     registerInputParityTests(makeBackend);

@@ -20,6 +20,7 @@ import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
 import { encodeQueryCursor } from '../../core/query-cursor.js';
 import type { DeadLetter, GroupInfo, LagReport, Lease, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { appendEvents } from './append.js';
+import { checkStartScope } from '../../core/partition-scope.js';
 import { Catalog, checkPartitions } from './catalog.js';
 import { Database } from './connection.js';
 import {
@@ -137,6 +138,7 @@ export class PostgresBackend implements Backend {
     this.#ctx = {
       db: this.#db,
       sql: this.#sql,
+      quotedSchema: this.#quotedSchema,
       catalog: this.#catalog,
       now: () => nowParam(clock ? clock.now() : null),
       rotation: new Map(),
@@ -247,11 +249,16 @@ export class PostgresBackend implements Backend {
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
     await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
+    const partitions = spec.partitions ?? null;
+    if (partitions !== null) checkPartitions(s, partitions);
     const start = startParams(s, spec.start);
+    if (spec.start.kind === 'after') {
+      checkStartScope(stream, group, spec.start.perPartition, partitions ?? Array.from({ length: s.partitions }, (_, p) => p));
+    }
     const rows = await this.#db.query(
       { action: `create group "${group}" on stream "${stream}"`, stream, group, writes: true },
       this.#sql.createGroup,
-      [s.id, group, spec.maxAttempts, this.#ctx.now(), ...start],
+      [s.id, group, spec.maxAttempts, this.#ctx.now(), ...start, partitions],
     );
     if (rows.length === 0) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
@@ -326,9 +333,9 @@ export class PostgresBackend implements Backend {
     return this.#schemaOk ? settleLeases(this.#ctx, ops) : this.#ensureSchema().then(() => settleLeases(this.#ctx, ops));
   }
 
-  async lag(stream: string, group: string): Promise<LagReport> {
+  async lag(stream: string, group: string, partitions: number[] | null = null): Promise<LagReport> {
     await this.#ensureSchema();
-    return lagReport(this.#ctx, await this.#catalog.group(stream, group));
+    return lagReport(this.#ctx, await this.#catalog.group(stream, group), partitions);
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, partitions: number[] | null): Promise<void> {
@@ -336,9 +343,9 @@ export class PostgresBackend implements Backend {
     await replayGroup(this.#ctx, await this.#catalog.group(stream, group), spec, partitions);
   }
 
-  async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
+  async resetGroup(stream: string, group: string, start: GroupStart, partitions: number[] | null = null): Promise<void> {
     await this.#ensureSchema();
-    await resetGroup(this.#ctx, await this.#catalog.group(stream, group), start);
+    await resetGroup(this.#ctx, await this.#catalog.group(stream, group), start, partitions);
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {
