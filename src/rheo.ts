@@ -18,6 +18,7 @@ import {
   settleOp,
 } from './core/arguments.js';
 import { systemClock, type Clock } from './core/clock.js';
+import { callScope, runCancellable, type CallScope, type CallTarget } from './core/call-options.js';
 import {
   DEFAULT_MAX_BATCH_BYTES,
   DEFAULT_MAX_EVENT_BYTES,
@@ -29,6 +30,7 @@ import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
 import type {
   AppendInput,
   AppendedEvent,
+  CallOptions,
   DeadLetter,
   DeadLetterOptions,
   FetchOptions,
@@ -139,9 +141,10 @@ export class Rheo {
     return this.#closed;
   }
 
-  async migrate(): Promise<void> {
+  async migrate(options: CallOptions = {}): Promise<void> {
     this.#assertOpen();
-    await this.#call(() => this.backend.migrate());
+    const scope = this.#scope('migrate options', options);
+    await this.#call(() => this.backend.migrate(), scope, { action: 'migrate', writes: true });
   }
 
   /** What the backend supports (read-only); see `BackendCapabilities`. */
@@ -154,10 +157,11 @@ export class Rheo {
    * timed on the monotonic clock, never the injectable one, which a test
    * may hold still. An unreachable store is `backend_unavailable`.
    */
-  async ping(): Promise<PingResult> {
+  async ping(options: CallOptions = {}): Promise<PingResult> {
     this.#assertOpen();
+    const scope = this.#scope('ping options', options);
     const started = performance.now();
-    const schemaVersion = await this.#call(() => this.backend.ping());
+    const schemaVersion = await this.#call(() => this.backend.ping(), scope, { action: 'ping', writes: false });
     return { backend: this.backend.name, roundTripMs: performance.now() - started, schemaVersion };
   }
 
@@ -197,12 +201,17 @@ export class Rheo {
     assertName('stream', name);
     assertOptions('createStream options', options);
     const partitions = optionalInteger('partitions', options.partitions, 1, { min: 1, max: MAX_PARTITIONS });
-    await this.#call(() => this.backend.createStream(name, partitions));
+    await this.#call(() => this.backend.createStream(name, partitions), this.#scope('createStream options', options), {
+      action: `create stream "${name}"`,
+      writes: true,
+      stream: name,
+    });
   }
 
-  async listStreams(): Promise<StreamInfo[]> {
+  async listStreams(options: CallOptions = {}): Promise<StreamInfo[]> {
     this.#assertOpen();
-    return this.#call(() => this.backend.listStreams());
+    const scope = this.#scope('listStreams options', options);
+    return this.#call(() => this.backend.listStreams(), scope, { action: 'list streams', writes: false });
   }
 
   async createGroup(stream: string, group: string, options: GroupOptions = {}): Promise<void> {
@@ -216,33 +225,53 @@ export class Rheo {
       max: 1_000_000,
     });
     const partitions = normalizePartitions(options.partitions);
-    await this.#call(() => this.backend.createGroup(stream, group, { start, maxAttempts, partitions }));
+    await this.#call(
+      () => this.backend.createGroup(stream, group, { start, maxAttempts, partitions }),
+      this.#scope('createGroup options', options),
+      { action: `create group "${group}" on stream "${stream}"`, writes: true, stream, group },
+    );
   }
 
-  async listGroups(stream: string): Promise<string[]> {
+  async listGroups(stream: string, options: CallOptions = {}): Promise<string[]> {
     this.#assertOpen();
     assertName('stream', stream);
-    return this.#call(() => this.backend.listGroups(stream));
+    const scope = this.#scope('listGroups options', options);
+    return this.#call(() => this.backend.listGroups(stream), scope, { action: `list groups of stream "${stream}"`, writes: false, stream });
   }
 
-  async groupInfo(stream: string, group: string): Promise<GroupInfo> {
+  async groupInfo(stream: string, group: string, options: CallOptions = {}): Promise<GroupInfo> {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    return this.#call(() => this.backend.groupInfo(stream, group));
+    const scope = this.#scope('groupInfo options', options);
+    return this.#call(() => this.backend.groupInfo(stream, group), scope, {
+      action: `describe group "${group}" of stream "${stream}"`,
+      writes: false,
+      stream,
+      group,
+    });
   }
 
   // ---- the log ------------------------------------------------------------
 
   /** Resolves to the stored event with `existed`: whether an event with the input's `id` was already stored. */
-  async append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>): Promise<AppendedEvent<T>> {
+  async append<T extends JsonValue = JsonValue>(
+    stream: string,
+    input: AppendInput<T>,
+    options: CallOptions = {},
+  ): Promise<AppendedEvent<T>> {
     this.#assertOpen();
     assertName('stream', stream);
     const prepared = prepareAppend(this.clock, input, 'append input', {
       stream,
       maxEventBytes: this.limits.maxEventBytes,
     });
-    const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]));
+    const scope = this.#scope('append options', options);
+    const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]), scope, {
+      action: `append to stream "${stream}"`,
+      writes: true,
+      stream,
+    });
     if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
     return appended<T>(outcome);
   }
@@ -254,16 +283,22 @@ export class Rheo {
   async appendBatch<T extends JsonValue = JsonValue>(
     stream: string,
     inputs: AppendInput<T>[],
+    options: CallOptions = {},
   ): Promise<AppendedEvent<T>[]> {
     this.#assertOpen();
     assertName('stream', stream);
+    const scope = this.#scope('appendBatch options', options);
     if (!Array.isArray(inputs)) throw invalidArgument(`appendBatch expects an array of inputs, got ${describe(inputs)}`);
     if (inputs.length > 100_000) throw invalidArgument('appendBatch accepts at most 100000 inputs per call');
     const limits = { stream, maxEventBytes: this.limits.maxEventBytes };
     const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`, limits));
     if (prepared.length === 0) return [];
     assertBatchSize(stream, prepared, this.limits.maxBatchBytes);
-    const outcomes = await this.#call(() => this.backend.append(stream, prepared));
+    const outcomes = await this.#call(() => this.backend.append(stream, prepared), scope, {
+      action: `append a batch to stream "${stream}"`,
+      writes: true,
+      stream,
+    });
     return outcomes.map((outcome) => appended<T>(outcome));
   }
 
@@ -275,7 +310,12 @@ export class Rheo {
     const after = optionalInteger('after', options.after, 0);
     const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() => this.backend.read(stream, partition, after, limit, maxBytes))) as RheoEvent<T>[];
+    const scope = this.#scope('read options', options);
+    return (await this.#call(() => this.backend.read(stream, partition, after, limit, maxBytes), scope, {
+      action: `read stream "${stream}"`,
+      writes: false,
+      stream,
+    })) as RheoEvent<T>[];
   }
 
   async query<T extends JsonValue = JsonValue>(stream: string, options: QueryOptions = {}): Promise<QueryResult<T>> {
@@ -283,7 +323,12 @@ export class Rheo {
     assertName('stream', stream);
     assertOptions('query options', options);
     const q = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
-    return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
+    const scope = this.#scope('query options', options);
+    return (await this.#call(() => this.backend.query(stream, q), scope, {
+      action: `query stream "${stream}"`,
+      writes: false,
+      stream,
+    })) as QueryResult<T>;
   }
 
   /**
@@ -298,9 +343,11 @@ export class Rheo {
     assertName('stream', stream);
     assertOptions('query options', options);
     const first = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
+    const scope = this.#scope('query options', options);
+    const target = { action: `query stream "${stream}"`, writes: false, stream };
     return queryPages<T>(first, async (q) => {
       this.#assertOpen();
-      return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
+      return (await this.#call(() => this.backend.query(stream, q), scope, target)) as QueryResult<T>;
     }, stream);
   }
 
@@ -355,9 +402,13 @@ export class Rheo {
     }
     const partitions = normalizePartitions(options.partitions);
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() =>
-      this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }),
-    )) as Lease<T>[];
+    const scope = this.#scope('fetch options', options);
+    return (await this.#call(() => this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }), scope, {
+      action: `fetch from group "${group}" of stream "${stream}"`,
+      writes: true,
+      stream,
+      group,
+    })) as Lease<T>[];
   }
 
   /** Extends a live lease. Fenced: `stale_lease` unless the lease is still held under this `leaseId`. */
@@ -366,7 +417,8 @@ export class Rheo {
     const { ref, copy } = renewable(lease, 'renew');
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
-    const [result] = await this.#call(() => this.backend.renew([ref], leaseMs));
+    const scope = this.#scope('renew options', options);
+    const [result] = await this.#call(() => this.backend.renew([ref], leaseMs), scope, leaseTarget('renew', ref));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'renew returned no result');
     return { ...copy, expiresAt: result.expiresAt };
   }
@@ -379,8 +431,10 @@ export class Rheo {
     this.#assertOpen();
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
+    const scope = this.#scope('renew options', options);
     return this.#perItem(
       'renewMany',
+      scope,
       leases,
       (lease) => renewable(lease, 'renewMany'),
       async (valid) => {
@@ -393,49 +447,50 @@ export class Rheo {
     );
   }
 
-  async ack(lease: Lease<unknown>): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'ack', lease }, 'ack'));
+  async ack(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
+    await this.#settleOne(settleOp({ kind: 'ack', lease }, 'ack'), this.#scope('ack options', options));
   }
 
   /** Retry later (after `delayMs`, default 0). At `attempt >= maxAttempts` this dead-letters. */
   async nack(lease: Lease<unknown>, reason?: string | null, options: NackOptions = {}): Promise<void> {
     assertOptions('nack options', options);
-    await this.#settleOne(settleOp({ kind: 'nack', lease, reason, delayMs: options.delayMs }, 'nack'));
+    await this.#settleOne(settleOp({ kind: 'nack', lease, reason, delayMs: options.delayMs }, 'nack'), this.#scope('nack options', options));
   }
 
   /** Dead-letter now. */
-  async reject(lease: Lease<unknown>, reason?: string | null): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'reject', lease, reason }, 'reject'));
+  async reject(lease: Lease<unknown>, reason?: string | null, options: CallOptions = {}): Promise<void> {
+    await this.#settleOne(settleOp({ kind: 'reject', lease, reason }, 'reject'), this.#scope('reject options', options));
   }
 
   /** Give the delivery back unprocessed, without spending an attempt. */
-  async release(lease: Lease<unknown>): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'release', lease }, 'release'));
+  async release(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
+    await this.#settleOne(settleOp({ kind: 'release', lease }, 'release'), this.#scope('release options', options));
   }
 
-  ackMany(leases: Lease<unknown>[]): Promise<SettleResult[]> {
-    return this.#settleEach('ackMany', leases, (lease) => ({ kind: 'ack', lease }));
+  ackMany(leases: Lease<unknown>[], options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('ackMany', leases, (lease) => ({ kind: 'ack', lease }), options);
   }
 
   nackMany(leases: Lease<unknown>[], reason?: string | null, options: NackOptions = {}): Promise<SettleResult[]> {
     assertOptions('nack options', options);
-    return this.#settleEach('nackMany', leases, (lease) => ({ kind: 'nack', lease, reason, delayMs: options.delayMs }));
+    const delayMs = options.delayMs;
+    return this.#settleEach('nackMany', leases, (lease) => ({ kind: 'nack', lease, reason, delayMs }), options);
   }
 
-  rejectMany(leases: Lease<unknown>[], reason?: string | null): Promise<SettleResult[]> {
-    return this.#settleEach('rejectMany', leases, (lease) => ({ kind: 'reject', lease, reason }));
+  rejectMany(leases: Lease<unknown>[], reason?: string | null, options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('rejectMany', leases, (lease) => ({ kind: 'reject', lease, reason }), options);
   }
 
-  releaseMany(leases: Lease<unknown>[]): Promise<SettleResult[]> {
-    return this.#settleEach('releaseMany', leases, (lease) => ({ kind: 'release', lease }));
+  releaseMany(leases: Lease<unknown>[], options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('releaseMany', leases, (lease) => ({ kind: 'release', lease }), options);
   }
 
   /**
    * Mixed settles in one backend round trip, one result per op. Used by the
    * producer to coalesce settles issued close together.
    */
-  settleMany(ops: SettleRequest[]): Promise<SettleResult[]> {
-    return this.#settleEach('settleMany', ops, (op) => op);
+  settleMany(ops: SettleRequest[], options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('settleMany', ops, (op) => op, options);
   }
 
   // ---- progress and operations -------------------------------------------
@@ -451,7 +506,13 @@ export class Rheo {
     assertName('group', group);
     assertOptions('lag options', options);
     const partitions = normalizePartitions(options.partitions);
-    return this.#call(() => this.backend.lag(stream, group, partitions));
+    const scope = this.#scope('lag options', options);
+    return this.#call(() => this.backend.lag(stream, group, partitions), scope, {
+      action: `lag of group "${group}" on stream "${stream}"`,
+      writes: false,
+      stream,
+      group,
+    });
   }
 
   /** Reopens deliveries for redelivery; the log itself never changes. */
@@ -462,7 +523,13 @@ export class Rheo {
     assertOptions('replay options', options);
     const normalized = normalizeReplay(stream, spec);
     const partitions = normalizePartitions(options.partitions);
-    await this.#call(() => this.backend.replay(stream, group, normalized, partitions));
+    const scope = this.#scope('replay options', options);
+    await this.#call(() => this.backend.replay(stream, group, normalized, partitions), scope, {
+      action: `replay group "${group}" of stream "${stream}"`,
+      writes: true,
+      stream,
+      group,
+    });
   }
 
   /**
@@ -483,7 +550,13 @@ export class Rheo {
     }
     const start = normalizeStart(options.startAfter, options.startAt);
     const partitions = normalizePartitions(options.partitions);
-    await this.#call(() => this.backend.resetGroup(stream, group, start, partitions));
+    const scope = this.#scope('resetGroup options', options);
+    await this.#call(() => this.backend.resetGroup(stream, group, start, partitions), scope, {
+      action: `reset group "${group}" of stream "${stream}"`,
+      writes: true,
+      stream,
+      group,
+    });
   }
 
   async deadLetters<T extends JsonValue = JsonValue>(
@@ -502,7 +575,13 @@ export class Rheo {
       after = options.after;
     }
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after, maxBytes))) as DeadLetter<T>[];
+    const scope = this.#scope('deadLetters options', options);
+    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after, maxBytes), scope, {
+      action: `list dead letters of group "${group}" on stream "${stream}"`,
+      writes: false,
+      stream,
+      group,
+    })) as DeadLetter<T>[];
   }
 
   /** Reopens dead letters (all, or the given event ids) with attempts reset. Returns how many. */
@@ -512,7 +591,13 @@ export class Rheo {
     assertName('group', group);
     assertOptions('redrive options', options);
     const eventIds = options.eventIds === undefined ? null : normalizeEventIds(options.eventIds);
-    return this.#call(() => this.backend.redrive(stream, group, eventIds));
+    const scope = this.#scope('redrive options', options);
+    return this.#call(() => this.backend.redrive(stream, group, eventIds), scope, {
+      action: `redrive dead letters of group "${group}" on stream "${stream}"`,
+      writes: true,
+      stream,
+      group,
+    });
   }
 
   // ---- internals ----------------------------------------------------------
@@ -530,15 +615,16 @@ export class Rheo {
     if (this.#settlesClosed) throw new RheoError('closed', 'this rheo instance is closed');
   }
 
-  async #settleOne(op: SettleOp): Promise<void> {
+  async #settleOne(op: SettleOp, scope: CallScope): Promise<void> {
     this.#assertCanSettle();
-    const [result] = await this.#call(() => this.backend.settle([op]));
+    const [result] = await this.#call(() => this.backend.settle([op]), scope, leaseTarget(op.kind, op));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
   }
 
-  #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest): Promise<SettleResult[]> {
+  #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest, options: CallOptions): Promise<SettleResult[]> {
     this.#assertCanSettle();
-    return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
+    const scope = this.#scope(`${what} options`, options);
+    return this.#perItem(what, scope, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
   }
 
   /**
@@ -547,6 +633,7 @@ export class Rheo {
    */
   async #perItem<I, P, R>(
     what: string,
+    scope: CallScope,
     items: I[],
     prepare: (item: I) => P,
     call: (prepared: P[]) => Promise<R[]>,
@@ -566,7 +653,7 @@ export class Rheo {
         (invalid ??= new Map()).set(i, problem);
       }
     }
-    const results = valid.length ? await this.#call(() => call(valid)) : [];
+    const results = valid.length ? await this.#call(() => call(valid), scope, { action: what, writes: true }) : [];
     if (invalid === null && results.length === count) return results;
     const out: Array<R | { ok: false; error: RheoError }> = [];
     let j = 0;
@@ -578,19 +665,45 @@ export class Rheo {
     return out;
   }
 
-  /** Backends classify their own driver errors; anything else that escapes is wrapped, never leaked. */
-  async #call<R>(fn: () => Promise<R>): Promise<R> {
-    try {
-      return await fn();
-    } catch (error) {
-      if (error instanceof RheoError) throw error;
-      throw new RheoError('internal', `unexpected backend failure: ${(error as Error)?.message ?? String(error)}`, {
-        cause: error,
-      });
-    }
+  /** `signal` and `timeoutMs` of a call's last options argument, checked before anything is sent. */
+  #scope(what: string, options: unknown): CallScope {
+    assertOptions(what, options);
+    return callScope(what, options);
+  }
+
+  /**
+   * Runs one backend call under the caller's cancellation (core/call-options.ts).
+   * Backends classify their own driver errors; anything else that escapes is
+   * wrapped, never leaked. An abort reason is the caller's own value and
+   * passes through unchanged.
+   */
+  #call<R>(fn: () => Promise<R>, scope: CallScope = NO_CANCEL, target: CallTarget = UNNAMED): Promise<R> {
+    return runCancellable(scope, target, async () => {
+      try {
+        return await fn();
+      } catch (error) {
+        if (error instanceof RheoError) throw error;
+        throw new RheoError('internal', `unexpected backend failure: ${(error as Error)?.message ?? String(error)}`, {
+          cause: error,
+        });
+      }
+    });
   }
 }
 
+
+const NO_CANCEL = callScope('', undefined);
+const UNNAMED: CallTarget = { action: 'the call', writes: true };
+
+/** Names a settle or renewal in cancellation errors: they always write. */
+function leaseTarget(what: string, ref: LeaseRef): CallTarget {
+  return {
+    action: `${what} of delivery ${ref.partition}/${ref.sequence} in group "${ref.group}" of stream "${ref.stream}"`,
+    writes: true,
+    stream: ref.stream,
+    group: ref.group,
+  };
+}
 
 /** An array's length, read once; an array-like Proxy whose traps throw is bad input, not a crash. */
 function arrayLength(what: string, items: unknown): number {

@@ -1,5 +1,20 @@
 import type { RheoError } from './errors.js';
 
+/**
+ * Cancellation, accepted by every facade call in its last options argument
+ * (docs/semantics.md, "Cancellation").
+ */
+export interface CallOptions {
+  /**
+   * Aborting rejects the call with `signal.reason`; an already-aborted
+   * signal sends nothing. A write aborted after it was sent rejects with
+   * `ambiguous` instead (it may have been applied).
+   */
+  signal?: AbortSignal;
+  /** Aborts the call, as `signal` would, with a `RheoError` of code `timeout` once it has run this long (milliseconds). */
+  timeoutMs?: number;
+}
+
 /** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
@@ -87,12 +102,12 @@ export interface StreamInfo {
   createdAt: Date;
 }
 
-export interface StreamOptions {
+export interface StreamOptions extends CallOptions {
   partitions?: number;
 }
 
 /** Where a group starts: after a sequence (one for all partitions, or per partition), or at a time. */
-export interface GroupOptions {
+export interface GroupOptions extends CallOptions {
   startAfter?: number | Record<number, number>;
   startAt?: Date;
   maxAttempts?: number;
@@ -104,7 +119,7 @@ export interface GroupOptions {
   partitions?: number[];
 }
 
-export interface ReadOptions {
+export interface ReadOptions extends CallOptions {
   partition?: number;
   after?: number;
   limit?: number;
@@ -116,7 +131,7 @@ export interface ReadOptions {
   maxBytes?: number;
 }
 
-export interface QueryOptions {
+export interface QueryOptions extends CallOptions {
   type?: string | string[];
   key?: string;
   /** JSON containment, like PostgreSQL's `@>`: `{ payload: { status: 'paid' } }`. */
@@ -151,7 +166,7 @@ export interface QueryResult<T = JsonValue> {
   nextCursor: string | null;
 }
 
-export interface FetchOptions {
+export interface FetchOptions extends CallOptions {
   limit?: number;
   consumerId?: string;
   leaseMs?: number;
@@ -165,11 +180,11 @@ export interface FetchOptions {
   maxBytes?: number;
 }
 
-export interface RenewOptions {
+export interface RenewOptions extends CallOptions {
   leaseMs?: number;
 }
 
-export interface NackOptions {
+export interface NackOptions extends CallOptions {
   delayMs?: number;
 }
 
@@ -200,17 +215,17 @@ export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds:
 /** The filters of `QueryOptions` that a replay by query accepts. */
 export type ReplayQueryOptions = Pick<QueryOptions, 'type' | 'key' | 'where' | 'correlationId' | 'from' | 'to'>;
 
-export interface ReplayOptions {
+export interface ReplayOptions extends CallOptions {
   /** Replay only in these partitions of the group (default: all of the group's). */
   partitions?: number[];
 }
 
-export interface LagOptions {
+export interface LagOptions extends CallOptions {
   /** Report only these partitions of the group (default: all of the group's); `lag` sums those. */
   partitions?: number[];
 }
 
-export interface ResetOptions {
+export interface ResetOptions extends CallOptions {
   confirm: true;
   /** Reset only these partitions of the group (default: all of the group's); the others keep their progress. */
   partitions?: number[];
@@ -239,14 +254,14 @@ export interface DeadLetter<T = JsonValue> {
   readonly event: RheoEvent<T>;
 }
 
-export interface DeadLetterOptions {
+export interface DeadLetterOptions extends CallOptions {
   limit?: number;
   after?: string;
   /** Byte budget of the page's events, as for `read`; default `defaults.maxFetchBytes`. */
   maxBytes?: number;
 }
 
-export interface RedriveOptions {
+export interface RedriveOptions extends CallOptions {
   eventIds?: string[];
 }
 

@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { registerBatchTests } from './batches.js';
+import { registerCancellationTests } from './cancellation.js';
 import { registerErrorTests } from './errors.js';
 import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
@@ -44,6 +45,7 @@ export function runConformanceSuite(
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
     registerPartitionScopeTests(makeBackend);
+    registerCancellationTests(makeBackend);
     registerErrorTests(makeBackend);
     registerLimitTests(makeBackend);
     registerInputParityTests(makeBackend);

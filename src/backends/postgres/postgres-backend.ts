@@ -57,6 +57,16 @@ export interface PostgresBackendOptions {
   clock?: Clock;
   /** Send one NOTIFY per append call so `waitForAppend` wakes promptly. Default true. */
   notify?: boolean;
+  /**
+   * Server-side bound on every statement rheo runs (PostgreSQL's
+   * `statement_timeout`, set when rheo's pool opens a connection). A
+   * statement that runs past it is rolled back whole and the call fails with
+   * code `timeout`: nothing was written, reads and writes alike, so it is
+   * safe to retry (docs/semantics.md, "Cancellation"). Only for a pool rheo
+   * creates: for a borrowed pool, set `statement_timeout` in its config
+   * (failures are classified the same way). Default: the server's setting.
+   */
+  statementTimeoutMs?: number;
 }
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
@@ -105,7 +115,15 @@ export class PostgresBackend implements Backend {
       schema: options.schema ?? connection.schema,
       clock: options.clock ?? connection.clock,
       notify: options.notify ?? connection.notify,
+      statementTimeoutMs: options.statementTimeoutMs ?? connection.statementTimeoutMs,
     };
+    const statementTimeoutMs = merged.statementTimeoutMs;
+    if (
+      statementTimeoutMs !== undefined &&
+      (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 1 || statementTimeoutMs > 2_147_483_647)
+    ) {
+      throw invalidArgument(`postgresBackend statementTimeoutMs must be an integer from 1 to 2147483647, got ${String(statementTimeoutMs)}`);
+    }
     this.schema = merged.schema ?? 'rheo';
     this.#quotedSchema = quoteSchema(this.schema);
     if (merged.clock !== undefined && (merged.clock === null || typeof merged.clock.now !== 'function')) {
@@ -123,11 +141,17 @@ export class PostgresBackend implements Backend {
       if (connection.connectionString !== undefined) {
         throw invalidArgument('postgresBackend takes either connectionString or pool, not both');
       }
+      if (statementTimeoutMs !== undefined) {
+        throw invalidArgument(
+          'postgresBackend statementTimeoutMs applies to a pool rheo creates; set statement_timeout in the config of the pool you pass',
+        );
+      }
       this.#db = new Database(connection.pool, false);
       clientConfig = { ...(connection.pool.options as pg.ClientConfig) };
     } else if (typeof connection.connectionString === 'string' && connection.connectionString.length > 0) {
       clientConfig = { ...connection.poolConfig, connectionString: connection.connectionString };
-      this.#db = new Database(new pg.Pool({ application_name: 'rheo', ...clientConfig }), true);
+      const poolConfig = statementTimeoutMs === undefined ? clientConfig : { ...clientConfig, statement_timeout: statementTimeoutMs };
+      this.#db = new Database(new pg.Pool({ application_name: 'rheo', ...poolConfig }), true);
     } else {
       throw invalidArgument('postgresBackend expects { connectionString } or { pool }');
     }
