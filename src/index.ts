@@ -72,6 +72,8 @@ export type {
   ConsumerState,
 } from './consumer/consumer-types.js';
 export { RHEO_EVENT_NAMES, channelName } from './observability/diagnostics.js';
+export { WARNING_CHANNEL } from './observability/same-group-warning.js';
+export type { RheoWarning } from './observability/same-group-warning.js';
 export type {
   LeaseEventInfo,
   LeaseEvent,

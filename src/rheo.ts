@@ -61,6 +61,7 @@ import { RheoProducer } from './producer/rheo-producer.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
+import { trackGroupReader } from './observability/same-group-warning.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -362,7 +363,11 @@ export class Rheo {
     const producer = new RheoProducer<T>(this, options);
     const end = (): Promise<void> => endProducer(producer);
     this.#attached.add(end);
-    producer.once('close', () => this.#attached.delete(end));
+    const untrack = trackGroupReader(this.backend, producer.stream, producer.group, 'producer');
+    producer.once('close', () => {
+      this.#attached.delete(end);
+      untrack();
+    });
     return producer;
   }
 
@@ -377,10 +382,12 @@ export class Rheo {
     const consumer = createConsumer<T>(this, options);
     const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
     this.#attached.add(end);
-    consumer.done.then(
-      () => this.#attached.delete(end),
-      () => this.#attached.delete(end),
-    );
+    const untrack = trackGroupReader(this.backend, consumer.stream, consumer.group, 'consumer');
+    const ended = (): void => {
+      this.#attached.delete(end);
+      untrack();
+    };
+    consumer.done.then(ended, ended);
     return consumer;
   }
 
