@@ -425,7 +425,7 @@ export class Rheo {
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
     const scope = this.#scope('renew options', options);
-    const [result] = await this.#call(() => this.backend.renew([ref], leaseMs), scope, leaseTarget('renew', ref));
+    const [result] = await this.#call(() => this.backend.renew([ref], leaseMs), scope, () => leaseTarget('renew', ref));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'renew returned no result');
     return { ...copy, expiresAt: result.expiresAt };
   }
@@ -624,13 +624,13 @@ export class Rheo {
 
   async #settleOne(op: SettleOp, scope: CallScope): Promise<void> {
     this.#assertCanSettle();
-    const [result] = await this.#call(() => this.backend.settle([op]), scope, leaseTarget(op.kind, op));
+    const [result] = await this.#call(() => this.backend.settle([op]), scope, () => leaseTarget(op.kind, op));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
   }
 
   #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest, options: CallOptions): Promise<SettleResult[]> {
     this.#assertCanSettle();
-    const scope = this.#scope(`${what} options`, options);
+    const scope = this.#scope(what, options);
     return this.#perItem(what, scope, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
   }
 
@@ -684,7 +684,7 @@ export class Rheo {
    * wrapped, never leaked. An abort reason is the caller's own value and
    * passes through unchanged.
    */
-  #call<R>(fn: () => Promise<R>, scope: CallScope = NO_CANCEL, target: CallTarget = UNNAMED): Promise<R> {
+  #call<R>(fn: () => Promise<R>, scope: CallScope = NO_CANCEL, target: CallTarget | (() => CallTarget) = UNNAMED): Promise<R> {
     return runCancellable(scope, target, async () => {
       try {
         return await fn();

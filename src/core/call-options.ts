@@ -72,9 +72,15 @@ export interface CallTarget {
  * and a write with `ambiguous` (its cause the abort reason): it may have been
  * applied. The backend's own outcome, arriving later, is dropped.
  */
-export function runCancellable<R>(scope: CallScope, target: CallTarget, start: () => Promise<R>): Promise<R> {
+export function runCancellable<R>(
+  scope: CallScope,
+  lazyTarget: CallTarget | (() => CallTarget),
+  start: () => Promise<R>,
+): Promise<R> {
   if (!scope.cancellable) return start();
   if (scope.signal?.aborted) return Promise.reject(abortReason(scope.signal));
+  // Named only for cancellable calls: building it costs on every settle otherwise.
+  const target = typeof lazyTarget === 'function' ? lazyTarget() : lazyTarget;
   const controller = new AbortController();
   const details = { stream: target.stream, group: target.group };
   let timer: ReturnType<typeof setTimeout> | undefined;
