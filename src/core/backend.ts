@@ -19,6 +19,12 @@ import type {
  * payloads are JSON. Backends check what only they can know (existence,
  * partition ranges, fencing) and throw `RheoError`s with the codes the
  * contract names. A call that throws must leave no partial write behind.
+ *
+ * Cancellation: the facade runs each backend call under the caller's abort
+ * signal, which a backend may read with `currentCallSignal()`
+ * (core/call-options.ts) to stop work in flight (PostgreSQL cancels the
+ * running statement). A backend that ignores it is still correct: the
+ * facade rejects the aborted call itself and drops the late outcome.
  */
 export interface Backend {
   readonly name: string;
