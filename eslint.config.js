@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'bench/node_modules/', 'bench/results/', 'coverage/', '.prof/', '.chaos-build/', 'reports/', '.stryker-tmp/'] },
+  { ignores: ['dist/', 'node_modules/', 'bench/node_modules/', 'bench/results/', 'coverage/', '.prof/', '.chaos-build/', 'reports/', '.stryker-tmp/', 'docs/api/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

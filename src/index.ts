@@ -36,9 +36,9 @@ export type { BackoffOptions } from './producer/backoff.js';
 export { systemTimers } from './producer/timers.js';
 export type { Timers, ScheduledTimer } from './producer/timers.js';
 export { createLeaseSink, LeaseSink } from './sinks/lease-sink.js';
-export type { LeaseSinkOptions, LeaseHandlerContext } from './sinks/lease-sink.js';
+export type { LeaseSinkOptions, LeaseSinkTuning, LeaseHandler, LeaseHandlerContext } from './sinks/lease-sink.js';
 export { createBatchSink, BatchSink } from './sinks/batch-sink.js';
-export type { BatchSinkOptions, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
+export type { BatchSinkOptions, BatchSinkTuning, BatchHandler, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
 export type {
   LeaseOutcome,
   Settlement,
@@ -85,6 +85,8 @@ export type {
 export type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from './core/ownership-arguments.js';
 export { assignPartitions } from './core/assignor.js';
 export { RHEO_EVENT_NAMES, channelName } from './observability/diagnostics.js';
+export { WARNING_CHANNEL } from './observability/same-group-warning.js';
+export type { RheoWarning } from './observability/same-group-warning.js';
 export type {
   LeaseEventInfo,
   LeaseEvent,

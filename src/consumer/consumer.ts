@@ -128,7 +128,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#sink = createLeaseSink<T>({
       producer: this.#settler(),
       concurrency: o.concurrency,
-      handle: (lease) => this.#handle(lease),
+      handler: (lease) => this.#handle(lease),
     });
     this.#listenToProducer();
     const running = pipeline(this.#producer, this.#gate, this.#sink);

@@ -5,6 +5,7 @@ import type {
   NormalizedReplay,
   PreparedAppend,
   RetentionPolicy,
+  ReplayQuery,
   SettleOp,
   TrimRequest,
 } from './backend.js';
@@ -311,11 +312,14 @@ export function normalizeEventIds(ids: unknown): string[] {
   return [...new Set(ids as string[])];
 }
 
-export function normalizeReplay(spec: unknown): NormalizedReplay {
+const REPLAY_KINDS = 'exactly one of fromSequence, from, eventIds, query';
+const REPLAY_QUERY_FIELDS = new Set(['type', 'key', 'where', 'correlationId', 'from', 'to']);
+
+export function normalizeReplay(stream: string, spec: unknown): NormalizedReplay {
   assertPlainObject('replay spec', spec);
   const keys = Object.keys(spec).filter((k) => spec[k] !== undefined);
   if (keys.length !== 1) {
-    throw invalidArgument('replay spec must have exactly one of fromSequence, from, eventIds');
+    throw invalidArgument(`replay spec must have ${REPLAY_KINDS}`);
   }
   if ('fromSequence' in spec && spec.fromSequence !== undefined) {
     assertInteger('fromSequence', spec.fromSequence, { min: 1 });
@@ -328,7 +332,24 @@ export function normalizeReplay(spec: unknown): NormalizedReplay {
   if ('eventIds' in spec && spec.eventIds !== undefined) {
     return { kind: 'eventIds', eventIds: normalizeEventIds(spec.eventIds) };
   }
-  throw invalidArgument('replay spec must have exactly one of fromSequence, from, eventIds');
+  if ('query' in spec && spec.query !== undefined) {
+    return { kind: 'query', query: replayQuery(stream, spec.query) };
+  }
+  throw invalidArgument(`replay spec must have ${REPLAY_KINDS}`);
+}
+
+/** A replay's query: the filters of `query` only; paging, order and partition have no meaning here. */
+function replayQuery(stream: string, query: unknown): ReplayQuery {
+  assertPlainObject('replay query', query);
+  for (const key of Object.keys(query)) {
+    if (!REPLAY_QUERY_FIELDS.has(key)) {
+      throw invalidArgument(
+        `replay query accepts ${[...REPLAY_QUERY_FIELDS].join(', ')}, got ${JSON.stringify(key)} (scope a replay with its partitions option)`,
+      );
+    }
+  }
+  const q = normalizeQuery(stream, query as QueryOptions, 1);
+  return { types: q.types, key: q.key, wherePayload: q.wherePayload, whereMetadata: q.whereMetadata, from: q.from, to: q.to };
 }
 
 export function normalizeQuery(stream: string, o: QueryOptions, defaultMaxBytes: number): NormalizedQuery {
@@ -438,8 +459,8 @@ export function normalizeTrim(options: unknown): Omit<TrimRequest, 'limit'> {
   if (options === undefined) return { before: null, keep: null, force: false };
   assertPlainObject('trim options', options);
   for (const key of Object.keys(options)) {
-    if (key !== 'before' && key !== 'keep' && key !== 'force') {
-      throw invalidArgument(`trim accepts before, keep and force, got an unknown key ${JSON.stringify(key)}`);
+    if (key !== 'before' && key !== 'keep' && key !== 'force' && key !== 'signal' && key !== 'timeoutMs') {
+      throw invalidArgument(`trim accepts before, keep, force, signal and timeoutMs, got an unknown key ${JSON.stringify(key)}`);
     }
   }
   let before: Date | null = null;

@@ -172,6 +172,20 @@ export function groupModeConflict(stream: string, group: string): RheoError {
   );
 }
 
+/**
+ * Partition ownership assigns every partition of the stream, so a group
+ * created with `{ partitions }` (a subset) cannot be consumed that way.
+ * Checked by every backend's heartbeat before anything is written.
+ */
+export function assertWholeStreamGroup(stream: string, group: string, covered: readonly number[], partitions: number): void {
+  if (covered.length === partitions) return;
+  throw new RheoError(
+    'unsupported',
+    `partition ownership needs a group that covers every partition: group "${group}" of stream "${stream}" covers ${covered.length} of ${partitions} (partitions ${covered.join(', ')})`,
+    { stream, group },
+  );
+}
+
 /** A commit past the partition's high watermark would skip events not yet appended. */
 export function commitBeyondLog(fence: OwnershipFence, upTo: number, highWatermark: number): RheoError {
   return new RheoError(

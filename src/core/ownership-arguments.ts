@@ -1,3 +1,4 @@
+import type { CallOptions } from './types.js';
 import type { CommitOp, HeartbeatRequest, OwnershipFence } from './backend.js';
 import { MAX_LEASE_MS, MAX_PARTITIONS, messageOf, normalizeReason } from './arguments.js';
 import { invalidArgument } from './errors.js';
@@ -18,7 +19,7 @@ export interface CommitInput extends OwnershipFenceInput {
   deadLetters?: Array<{ sequence: number; attempt: number; reason?: unknown }>;
 }
 
-export interface HeartbeatOptions {
+export interface HeartbeatOptions extends CallOptions {
   memberId: string;
   /** Default 10 s. */
   sessionMs?: number;

@@ -3,7 +3,7 @@ import type { Lease } from '../core/types.js';
 
 /**
  * What every lease-scoped event says about its lease. Built from the lease by
- * {@link leaseInfo}; it never carries the event payload or metadata (they may
+ * `leaseInfo`; it never carries the event payload or metadata (they may
  * hold personal data, and APM tools store what they receive) nor the
  * `leaseId` (the fencing token authorises settles).
  */
@@ -181,7 +181,7 @@ export function leaseInfo(lease: Lease<unknown>): LeaseEventInfo {
   };
 }
 
-/** {@link leaseInfo} plus the `leaseId`: for events emitted in process only, never published. */
+/** `leaseInfo` plus the `leaseId`: for events emitted in process only, never published. */
 export function emittedLeaseInfo(lease: Lease<unknown>): WithLeaseId<LeaseEventInfo> {
   return { ...leaseInfo(lease), leaseId: lease.leaseId };
 }

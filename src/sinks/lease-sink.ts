@@ -4,6 +4,7 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { LazyAbort } from './lazy-abort.js';
+import { chosenHandler } from './handler-option.js';
 import { WorkQueue } from './work-queue.js';
 import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 
@@ -23,11 +24,36 @@ export interface LeaseHandlerContext {
   signal: AbortSignal;
 }
 
-export interface LeaseSinkOptions<T extends JsonValue = JsonValue> {
+/** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
+export type LeaseHandler<T extends JsonValue = JsonValue> = (
+  lease: Lease<T>,
+  context: LeaseHandlerContext,
+) => LeaseOutcome | Promise<LeaseOutcome>;
+
+/**
+ * Options of `createLeaseSink`: `producer`, `handler` and the tuning fields of
+ * `LeaseSinkTuning`. The handler is named `handler`, as in `rheo.consume`
+ * and `createBatchSink`; the older name `handle` still works.
+ */
+export type LeaseSinkOptions<T extends JsonValue = JsonValue> = LeaseSinkTuning<T> &
+  (
+    | {
+        /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
+        handler: LeaseHandler<T>;
+        /** @deprecated Renamed `handler`; pass one of the two. */
+        handle?: undefined;
+      }
+    | {
+        handler?: undefined;
+        /** @deprecated Renamed `handler`, the name `rheo.consume` and `createBatchSink` use. */
+        handle: LeaseHandler<T>;
+      }
+  );
+
+/** The fields of `LeaseSinkOptions` besides the handler. */
+export interface LeaseSinkTuning<T extends JsonValue = JsonValue> {
   /** Settles go through it (settle + confirm in one step, coalesced). */
   producer: LeaseSettler<T>;
-  /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
-  handle(lease: Lease<T>, context: LeaseHandlerContext): LeaseOutcome | Promise<LeaseOutcome>;
   /** Handlers running at once. Default 1. */
   concurrency?: number;
   /**
@@ -40,7 +66,7 @@ export interface LeaseSinkOptions<T extends JsonValue = JsonValue> {
 }
 
 /**
- * An object-mode `Writable` that runs `handle(lease, { signal })` for every
+ * An object-mode `Writable` that runs `handler(lease, { signal })` for every
  * lease with bounded concurrency and settles by the outcome.
  * `end()` (or the end of the pipeline) waits for every handler and settle.
  * A failed settle is an event (`lease-lost`, `settle-error`), never an error.
@@ -65,7 +91,7 @@ export interface LeaseSink<T extends JsonValue = JsonValue> {
 export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly concurrency: number;
   readonly #producer: LeaseSettler<T>;
-  readonly #handle: LeaseSinkOptions<T>['handle'];
+  readonly #handler: LeaseHandler<T>;
   readonly #maxQueued: number;
   readonly #telemetry: RheoTelemetry | null;
   /** Accepted and not started, oldest first. */
@@ -110,8 +136,9 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   };
 
   constructor(options: LeaseSinkOptions<T>) {
-    if (options === null || typeof options !== 'object' || typeof options.handle !== 'function' || !options.producer) {
-      throw invalidArgument('createLeaseSink expects { producer, handle(lease, { signal }), concurrency? }');
+    const handler = chosenHandler<LeaseHandler<T>>('createLeaseSink', options, 'handle');
+    if (handler === null || !options.producer) {
+      throw invalidArgument('createLeaseSink expects { producer, handler(lease, { signal }), concurrency? }');
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
     const maxQueued = optionalInteger('maxQueued', options.maxQueued, 10_000, { min: 0, max: 1_000_000 });
@@ -119,7 +146,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     this.concurrency = concurrency;
     this.#maxQueued = maxQueued;
     this.#producer = options.producer;
-    this.#handle = options.handle;
+    this.#handler = handler;
     this.#telemetry = telemetryOf(options.producer);
     this.#producer.on('lease-lost', this.#onLost);
   }
@@ -187,7 +214,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     let outcome: LeaseOutcome | Promise<LeaseOutcome>;
     try {
       const context = new SinkHandlerContext(abort);
-      outcome = scope ? scope.run(() => this.#handle(lease, context)) : this.#handle(lease, context);
+      outcome = scope ? scope.run(() => this.#handler(lease, context)) : this.#handler(lease, context);
     } catch (error) {
       return this.#finish(lease, this.#failed(lease, error), scope, { error });
     }

@@ -279,6 +279,14 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       await expectCode(rheo.commit([{ ...fence, upTo: 0 }, { ...fence, upTo: 0 }]), 'invalid_argument');
     });
 
+    it('refuses a group that covers only some partitions, writing nothing', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s', { partitions: 3 });
+      await rheo.createGroup('s', 'g', { partitions: [0, 2] });
+      await expectCode(beat(rheo, 'a'), 'unsupported');
+      expect((await rheo.members('s', 'g')).members).toEqual([]);
+    });
+
     it('deleting a group ends its membership; a new group of the same name starts with no members', async () => {
       const rheo = await setup(2);
       const a = await beat(rheo, 'a');

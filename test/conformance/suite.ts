@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { registerBatchTests } from './batches.js';
+import { registerCancellationTests } from './cancellation.js';
 import { registerErrorTests } from './errors.js';
 import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
@@ -11,6 +12,7 @@ import { registerLimitTests } from './limits.js';
 import { registerLineageTests } from './lineage.js';
 import { registerLogTests } from './log.js';
 import { registerOwnershipTests } from './ownership.js';
+import { registerPartitionScopeTests } from './partition-scope.js';
 import { registerPropertyTests } from './properties.js';
 import { registerQueryAllTests } from './query-all.js';
 import { registerQueryTests } from './query.js';
@@ -47,6 +49,8 @@ export function runConformanceSuite(
     registerReplayTests(makeBackend);
     registerRetentionTests(makeBackend);
     registerRetentionProperty(makeBackend);
+    registerPartitionScopeTests(makeBackend);
+    registerCancellationTests(makeBackend);
     registerErrorTests(makeBackend);
     registerLimitTests(makeBackend);
     registerInputParityTests(makeBackend);

@@ -46,7 +46,7 @@ import type {
 } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import { DeadLetterList } from './dead-letter-list.js';
-import { groupLag, partitionList, startPartitions, type GroupState } from './group-state.js';
+import { groupLag, groupScope, partitionList, startPartitions, type GroupState } from './group-state.js';
 import type { GroupPartition, OpenDelivery } from './group-partition.js';
 import { StreamLog } from './stream-log.js';
 import * as ownership from './ownership.js';
@@ -153,11 +153,20 @@ class MemoryBackend implements Backend {
     // The request is checked against the stream before the name is: a bad
     // start is invalid_partition whether or not the group exists (PostgreSQL
     // checks it before its insert can conflict).
-    const parts = startPartitions(s.log, spec.start);
+    const partitions = partitionList(s.log, spec.partitions ?? null);
+    const parts = startPartitions(s.log, group, spec.start, partitions);
     if (s.groups.has(group)) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
     }
-    s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0, membership: null });
+    s.groups.set(group, {
+      name: group,
+      maxAttempts: spec.maxAttempts,
+      partitions: Object.freeze(partitions),
+      parts,
+      deadLetters: new DeadLetterList(),
+      rotation: 0,
+      membership: null,
+    });
   }
 
   async listGroups(stream: string): Promise<string[]> {
@@ -218,7 +227,7 @@ class MemoryBackend implements Backend {
 
   async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
     const { log, g } = this.#group(stream, group);
-    const partitions = partitionList(log, request.partitions);
+    const partitions = groupScope(log, g, request.partitions);
     const now = this.#clock.now();
     const leases: Lease[] = [];
     const start = g.rotation++ % partitions.length;
@@ -280,15 +289,22 @@ class MemoryBackend implements Backend {
     });
   }
 
-  async lag(stream: string, group: string): Promise<LagReport> {
+  async lag(stream: string, group: string, only: number[] | null = null): Promise<LagReport> {
     const { log, g } = this.#group(stream, group);
-    return groupLag(log, g);
+    return groupLag(log, g, groupScope(log, g, only));
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, only: number[] | null): Promise<void> {
     const { log, g } = this.#group(stream, group);
-    const partitions = partitionList(log, only);
+    const partitions = groupScope(log, g, only);
     const now = this.#clock.now();
+    if (spec.kind === 'query') {
+      // Reopened in log order per partition; all matches are found before
+      // the first is reopened, so the replay is all or nothing like the others.
+      const matched = partitions.flatMap((p) => log.matching(p, spec.query));
+      for (const e of matched) this.#reopen(g, e.partition, e.sequence, now);
+      return;
+    }
     if (spec.kind === 'eventIds') {
       const events = spec.eventIds.map((id) => {
         const e = log.byId.get(id);
@@ -298,12 +314,7 @@ class MemoryBackend implements Backend {
       const allowed = new Set(partitions);
       ownership.bumpGenerations(g, [...new Set(events.map((e) => e.partition))].filter((p) => allowed.has(p)));
       for (const e of events) {
-        if (!allowed.has(e.partition)) continue;
-        const part = g.parts[e.partition]!;
-        if (!part.isSettled(e.sequence)) continue;
-        const dead = g.deadLetters.find(e.partition, e.sequence);
-        if (dead) g.deadLetters.remove(dead);
-        part.reopen(e.sequence, now);
+        if (allowed.has(e.partition)) this.#reopen(g, e.partition, e.sequence, now);
       }
       return;
     }
@@ -319,11 +330,15 @@ class MemoryBackend implements Backend {
     }
   }
 
-  async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
+  async resetGroup(stream: string, group: string, start: GroupStart, only: number[] | null = null): Promise<void> {
     const { log, g } = this.#group(stream, group);
-    g.parts = startPartitions(log, start);
-    g.deadLetters.clear();
-    ownership.bumpGenerations(g, [...g.parts.keys()]);
+    const scope = groupScope(log, g, only);
+    const fresh = startPartitions(log, group, start, scope);
+    for (const p of scope) {
+      g.parts[p] = fresh[p]!;
+      for (const dead of g.deadLetters.inPartitionFrom(p, 0)) g.deadLetters.remove(dead);
+    }
+    ownership.bumpGenerations(g, scope);
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {
@@ -336,7 +351,7 @@ class MemoryBackend implements Backend {
       inflight: g.parts.reduce((n, part) => n + part.leasedCount, 0),
       deadLetters: g.deadLetters.size,
       partitions: Object.fromEntries(
-        g.parts.map((part, p) => [p, { inflight: part.leasedCount, deadLetters: g.deadLetters.countIn(p) }]),
+        g.partitions.map((p) => [p, { inflight: g.parts[p]!.leasedCount, deadLetters: g.deadLetters.countIn(p) }]),
       ),
     };
   }
@@ -516,6 +531,15 @@ class MemoryBackend implements Backend {
   }
 
   // ---- internals ----------------------------------------------------------
+
+  /** Replay of one event: a settled (acked or dead) delivery becomes claimable again with attempts reset; an open one is left alone. */
+  #reopen(g: GroupState, p: number, sequence: number, now: number): void {
+    const part = g.parts[p]!;
+    if (!part.isSettled(sequence)) return;
+    const dead = g.deadLetters.find(p, sequence);
+    if (dead) g.deadLetters.remove(dead);
+    part.reopen(sequence, now);
+  }
 
   /**
    * Claims the partition's lowest claimable delivery; spent ones on the way

@@ -1,5 +1,6 @@
 import type { CommitOp, GroupMembership, HeartbeatRequest, MemberView, OwnershipFence, SettleOutcome } from '../../core/backend.js';
 import {
+  assertWholeStreamGroup,
   commitBeyondLog,
   emptySlot,
   groupModeConflict,
@@ -21,6 +22,7 @@ import type { StreamLog } from './stream-log.js';
  * call (so each is atomic), timed by the backend's clock.
  */
 export function heartbeat(log: StreamLog, g: GroupState, request: HeartbeatRequest, now: number): { view: MemberView; report: StepReport } {
+  assertWholeStreamGroup(log.name, g.name, g.partitions, log.partitions);
   if (g.parts.some((part) => part.hasLiveLease(now))) throw groupModeConflict(log.name, g.name);
   g.membership ??= { groupGeneration: 0, members: new Map(), slots: Array.from({ length: log.partitions }, emptySlot) };
   const report = heartbeatStep(g.membership, request, now);

@@ -1,4 +1,4 @@
-import type { NormalizedQuery, QueryPosition } from '../../core/backend.js';
+import type { NormalizedQuery, QueryPosition, ReplayQuery } from '../../core/backend.js';
 import { comparePositions, encodeQueryCursor } from '../../core/query-cursor.js';
 import type { JsonValue, QueryResult, RheoEvent } from '../../core/types.js';
 
@@ -135,9 +135,7 @@ export class StreamLog {
   query(q: NormalizedQuery): QueryResult {
     const parts = q.partition === null ? [...this.#parts.keys()] : [q.partition];
     const matches: RheoEvent[] = [];
-    const types = q.types ? new Set(q.types) : null;
-    const fromMs = q.from?.getTime() ?? -Infinity;
-    const toMs = q.to?.getTime() ?? Infinity;
+    const test = eventFilter(q);
     for (const p of parts) {
       const part = this.#parts[p];
       if (!part) continue;
@@ -146,12 +144,7 @@ export class StreamLog {
       const hi = Math.min(events.length, (q.untilSequence ?? Number.MAX_SAFE_INTEGER) - base);
       for (let i = lo; i < hi; i++) {
         const e = events[i]!;
-        const ts = e.timestamp.getTime();
-        if (ts < fromMs || ts >= toMs) continue;
-        if (types && !types.has(e.type)) continue;
-        if (q.key !== null && e.key !== q.key) continue;
-        if (q.wherePayload !== undefined && !jsonContains(e.payload, q.wherePayload)) continue;
-        if (q.whereMetadata !== undefined && !jsonContains(e.metadata, q.whereMetadata)) continue;
+        if (!test(e)) continue;
         if (q.cursor && !isAfter(positionOf(e), q.cursor, q.order)) continue;
         matches.push(e);
       }
@@ -172,11 +165,33 @@ export class StreamLog {
     return { events, nextCursor };
   }
 
+  /** Every event of one partition that matches a replay's filter, in sequence order (a scan of the partition). */
+  matching(partition: number, q: ReplayQuery): RheoEvent[] {
+    const test = eventFilter(q);
+    return this.#part(partition).events.filter(test);
+  }
+
   #part(partition: number): PartitionLog {
     const part = this.#parts[partition];
     if (!part) throw new RangeError(`partition ${partition} of ${this.name}`);
     return part;
   }
+}
+
+/** The filter part of a query, shared by `query` and replay by query so the two match the same events. */
+function eventFilter(q: ReplayQuery): (e: RheoEvent) => boolean {
+  const types = q.types ? new Set(q.types) : null;
+  const fromMs = q.from?.getTime() ?? -Infinity;
+  const toMs = q.to?.getTime() ?? Infinity;
+  return (e) => {
+    const ts = e.timestamp.getTime();
+    if (ts < fromMs || ts >= toMs) return false;
+    if (types && !types.has(e.type)) return false;
+    if (q.key !== null && e.key !== q.key) return false;
+    if (q.wherePayload !== undefined && !jsonContains(e.payload, q.wherePayload)) return false;
+    if (q.whereMetadata !== undefined && !jsonContains(e.metadata, q.whereMetadata)) return false;
+    return true;
+  };
 }
 
 function positionOf(e: RheoEvent): QueryPosition {

@@ -1,4 +1,5 @@
 import { groupNotFound, invalidPartition, streamNotFound } from '../../core/errors.js';
+import { scopedPartitions } from '../../core/partition-scope.js';
 import type { Database } from './connection.js';
 import type { Statements } from './statements.js';
 
@@ -13,6 +14,8 @@ export interface GroupRef {
   name: string;
   stream: StreamRef;
   maxAttempts: number;
+  /** The partitions the group covers, ascending. */
+  partitions: number[];
 }
 
 /**
@@ -64,13 +67,13 @@ export class Catalog {
     if (cached) return cached;
     const streamRef = await this.findStream(stream);
     if (!streamRef) return null;
-    const [row] = await this.#db.query<{ id: number; max_attempts: number }>(
+    const [row] = await this.#db.query<{ id: number; max_attempts: number; partitions: number[] }>(
       { action: `look up group "${group}" of stream "${stream}"`, stream, group, writes: false },
       this.#sql.lookupGroup,
       [streamRef.id, group],
     );
     if (!row) return null;
-    const ref = { id: row.id, name: group, stream: streamRef, maxAttempts: row.max_attempts };
+    const ref = { id: row.id, name: group, stream: streamRef, maxAttempts: row.max_attempts, partitions: row.partitions };
     this.#groups.set(key, ref);
     return ref;
   }
@@ -139,4 +142,10 @@ export function checkPartitions(stream: StreamRef, partitions: Iterable<number>)
   for (const p of partitions) {
     if (p < 0 || p >= stream.partitions) throw invalidPartition(stream.name, p, stream.partitions);
   }
+}
+
+/** The partitions a call on `g` covers: the group's, or the requested ones (each in the stream and in the group). */
+export function groupScope(g: GroupRef, requested: number[] | null): number[] {
+  if (requested !== null) checkPartitions(g.stream, requested);
+  return scopedPartitions(g.stream.name, g.name, g.partitions, requested);
 }

@@ -1,7 +1,10 @@
 import type { GroupStart, NormalizedReplay } from '../../core/backend.js';
 import { RheoError, invalidArgument } from '../../core/errors.js';
 import type { DeadLetter, LagReport, PartitionLag } from '../../core/types.js';
-import { checkPartitions, type GroupRef, type StreamRef } from './catalog.js';
+import { checkStartScope } from '../../core/partition-scope.js';
+import { checkPartitions, groupScope, type GroupRef, type StreamRef } from './catalog.js';
+import { reopenSql } from './sql/groups.js';
+import { buildReplayQuery } from './sql/query.js';
 import { txQuery } from './connection.js';
 import type { LeaseContext } from './leases.js';
 import { toEvent, type EventRow } from './rows.js';
@@ -23,11 +26,11 @@ interface LagRow {
   low_watermark: number;
 }
 
-export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagReport> {
+export async function lagReport(ctx: LeaseContext, g: GroupRef, only: number[] | null = null): Promise<LagReport> {
   const rows = await ctx.db.query<LagRow>(
     { action: `lag of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: false },
     ctx.sql.lag,
-    [g.id, g.stream.id],
+    [g.id, g.stream.id, groupScope(g, only)],
   );
   const partitions: Record<number, PartitionLag> = {};
   let total = 0;
@@ -85,8 +88,7 @@ export async function replayGroup(
   spec: NormalizedReplay,
   partitions: number[] | null,
 ): Promise<void> {
-  if (partitions) checkPartitions(g.stream, partitions);
-  const scope = partitions ?? Array.from({ length: g.stream.partitions }, (_, p) => p);
+  const scope = groupScope(g, partitions);
   const { sql } = ctx;
   const label = { stream: g.stream.name, group: g.name, writes: true };
   await ctx.db.transaction({ action: `replay group "${g.name}" of stream "${g.stream.name}"`, ...label }, async (tx) => {
@@ -121,6 +123,16 @@ export async function replayGroup(
       await txQuery(tx, sql.replayAdvance, [g.id, partitions]);
       return;
     }
+    if (spec.kind === 'query') {
+      const { text, values } = buildReplayQuery(
+        ctx.quotedSchema,
+        (target) => reopenSql(ctx.quotedSchema, target),
+        { groupId: g.id, partitions: scope, streamId: g.stream.id, now: ctx.now() },
+        spec.query,
+      );
+      await txQuery(tx, text, values);
+      return;
+    }
     const found = await txQuery<{ id: string; partition: number; sequence: number }>(tx, sql.eventsById, [
       g.stream.id,
       spec.eventIds,
@@ -142,15 +154,17 @@ export async function replayGroup(
   });
 }
 
-export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupStart): Promise<void> {
+export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupStart, partitions: number[] | null = null): Promise<void> {
+  const scope = groupScope(g, partitions);
   const params = startParams(g.stream, start);
+  if (start.kind === 'after') checkStartScope(g.stream.name, g.name, start.perPartition, scope);
   await ctx.db.transaction(
     { action: `reset group "${g.name}" of stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
     async (tx) => {
       await txQuery(tx, ctx.sql.lockLowWatermarks, [g.stream.id]);
-      await txQuery(tx, ctx.sql.ownership.bumpGenerations, [g.id, null]);
-      await txQuery(tx, ctx.sql.lockCursors, [g.id, null]);
-      await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params]);
+      await txQuery(tx, ctx.sql.ownership.bumpGenerations, [g.id, scope]);
+      await txQuery(tx, ctx.sql.lockCursors, [g.id, scope]);
+      await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params, scope]);
     },
   );
 }

@@ -7,6 +7,7 @@ import type {
   SettleOutcome,
 } from '../../core/backend.js';
 import {
+  assertWholeStreamGroup,
   commitBeyondLog,
   emptySlot,
   groupModeConflict,
@@ -78,6 +79,7 @@ async function write(ctx: LeaseContext, tx: Queryable, g: GroupRef, loaded: Load
 
 export async function heartbeat(ctx: LeaseContext, stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
   const g = await ctx.catalog.group(stream, group);
+  assertWholeStreamGroup(g.stream.name, g.name, g.partitions, g.stream.partitions);
   return ctx.db.transaction(label(g, `heartbeat of member "${request.memberId}"`), async (tx) => {
     const loaded = await load(ctx, tx, g, true);
     const report = heartbeatStep(loaded.state, request, loaded.nowMs);

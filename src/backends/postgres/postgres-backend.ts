@@ -28,6 +28,7 @@ import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
 import { encodeQueryCursor } from '../../core/query-cursor.js';
 import type { DeadLetter, GroupInfo, LagReport, Lease, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { appendEvents } from './append.js';
+import { checkStartScope } from '../../core/partition-scope.js';
 import { Catalog, checkPartitions } from './catalog.js';
 import { Database } from './connection.js';
 import {
@@ -77,6 +78,16 @@ export interface PostgresBackendOptions {
   clock?: Clock;
   /** Send one NOTIFY per append call so `waitForAppend` wakes promptly. Default true. */
   notify?: boolean;
+  /**
+   * Server-side bound on every statement rheo runs (PostgreSQL's
+   * `statement_timeout`, set when rheo's pool opens a connection). A
+   * statement that runs past it is rolled back whole and the call fails with
+   * code `timeout`: nothing was written, reads and writes alike, so it is
+   * safe to retry (docs/semantics.md, "Cancellation"). Only for a pool rheo
+   * creates: for a borrowed pool, set `statement_timeout` in its config
+   * (failures are classified the same way). Default: the server's setting.
+   */
+  statementTimeoutMs?: number;
 }
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
@@ -127,7 +138,15 @@ export class PostgresBackend implements Backend {
       schema: options.schema ?? connection.schema,
       clock: options.clock ?? connection.clock,
       notify: options.notify ?? connection.notify,
+      statementTimeoutMs: options.statementTimeoutMs ?? connection.statementTimeoutMs,
     };
+    const statementTimeoutMs = merged.statementTimeoutMs;
+    if (
+      statementTimeoutMs !== undefined &&
+      (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 1 || statementTimeoutMs > 2_147_483_647)
+    ) {
+      throw invalidArgument(`postgresBackend statementTimeoutMs must be an integer from 1 to 2147483647, got ${String(statementTimeoutMs)}`);
+    }
     this.schema = merged.schema ?? 'rheo';
     this.#quotedSchema = quoteSchema(this.schema);
     if (merged.clock !== undefined && (merged.clock === null || typeof merged.clock.now !== 'function')) {
@@ -145,11 +164,17 @@ export class PostgresBackend implements Backend {
       if (connection.connectionString !== undefined) {
         throw invalidArgument('postgresBackend takes either connectionString or pool, not both');
       }
+      if (statementTimeoutMs !== undefined) {
+        throw invalidArgument(
+          'postgresBackend statementTimeoutMs applies to a pool rheo creates; set statement_timeout in the config of the pool you pass',
+        );
+      }
       this.#db = new Database(connection.pool, false);
       clientConfig = { ...(connection.pool.options as pg.ClientConfig) };
     } else if (typeof connection.connectionString === 'string' && connection.connectionString.length > 0) {
       clientConfig = { ...connection.poolConfig, connectionString: connection.connectionString };
-      this.#db = new Database(new pg.Pool({ application_name: 'rheo', ...clientConfig }), true);
+      const poolConfig = statementTimeoutMs === undefined ? clientConfig : { ...clientConfig, statement_timeout: statementTimeoutMs };
+      this.#db = new Database(new pg.Pool({ application_name: 'rheo', ...poolConfig }), true);
     } else {
       throw invalidArgument('postgresBackend expects { connectionString } or { pool }');
     }
@@ -160,6 +185,7 @@ export class PostgresBackend implements Backend {
     this.#ctx = {
       db: this.#db,
       sql: this.#sql,
+      quotedSchema: this.#quotedSchema,
       catalog: this.#catalog,
       now: () => nowParam(clock ? clock.now() : null),
       rotation: new Map(),
@@ -300,11 +326,16 @@ export class PostgresBackend implements Backend {
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
     await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
+    const partitions = spec.partitions ?? null;
+    if (partitions !== null) checkPartitions(s, partitions);
     const start = startParams(s, spec.start);
+    if (spec.start.kind === 'after') {
+      checkStartScope(stream, group, spec.start.perPartition, partitions ?? Array.from({ length: s.partitions }, (_, p) => p));
+    }
     const rows = await this.#db.query(
       { action: `create group "${group}" on stream "${stream}"`, stream, group, writes: true },
       this.#sql.createGroup,
-      [s.id, group, spec.maxAttempts, this.#ctx.now(), ...start],
+      [s.id, group, spec.maxAttempts, this.#ctx.now(), ...start, partitions],
     );
     if (rows.length === 0) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
@@ -393,9 +424,9 @@ export class PostgresBackend implements Backend {
     return this.#schemaOk ? settleLeases(this.#ctx, ops) : this.#ensureSchema().then(() => settleLeases(this.#ctx, ops));
   }
 
-  async lag(stream: string, group: string): Promise<LagReport> {
+  async lag(stream: string, group: string, partitions: number[] | null = null): Promise<LagReport> {
     await this.#ensureSchema();
-    return lagReport(this.#ctx, await this.#catalog.group(stream, group));
+    return lagReport(this.#ctx, await this.#catalog.group(stream, group), partitions);
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, partitions: number[] | null): Promise<void> {
@@ -403,9 +434,9 @@ export class PostgresBackend implements Backend {
     await replayGroup(this.#ctx, await this.#catalog.group(stream, group), spec, partitions);
   }
 
-  async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
+  async resetGroup(stream: string, group: string, start: GroupStart, partitions: number[] | null = null): Promise<void> {
     await this.#ensureSchema();
-    await resetGroup(this.#ctx, await this.#catalog.group(stream, group), start);
+    await resetGroup(this.#ctx, await this.#catalog.group(stream, group), start, partitions);
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {

@@ -10,7 +10,7 @@ import { startCursorSql } from './streams.js';
  * after a replay moved the cursor back below open deliveries, the sequences
  * just above the cursor are unsettled again, so the cursor bounds the
  * frontier too (invariant 6). One snapshot, so the numbers are mutually
- * consistent. $1 group_id, $2 stream_id.
+ * consistent. $1 group_id, $2 stream_id, $3 partitions.
  */
 export function lagSql(s: string): string {
   return `
@@ -31,7 +31,7 @@ CROSS JOIN LATERAL (
 ) m
 LEFT JOIN ${s}.events e
   ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = LEAST(m.min_open - 1, c.cursor) + 1
-WHERE c.group_id = $1
+WHERE c.group_id = $1 AND c.partition = ANY ($3::int[])
 ORDER BY c.partition`;
 }
 
@@ -78,7 +78,6 @@ ORDER BY partition
 FOR UPDATE`;
 }
 
-/** $1 group_id, $2 stream_id, $3 after, $4 override partitions, $5 override cursors, $6 at or null. */
 /**
  * Lock a stream's low watermarks FOR SHARE, in partition order, before a
  * replay or reset moves cursors back: a trim (FOR UPDATE on the same rows)
@@ -94,18 +93,23 @@ ORDER BY partition
 FOR SHARE`;
 }
 
+/**
+ * $1 group_id, $2 stream_id, $3 after, $4 override partitions, $5 override
+ * cursors, $6 at or null, $7 the partitions to reset (the others keep their
+ * state).
+ */
 export function resetSql(s: string): string {
   return `
-WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1),
-open_ranges AS (DELETE FROM ${s}.lease_ranges WHERE group_id = $1),
-dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1),
-holds AS (DELETE FROM ${s}.replay_holds WHERE group_id = $1)
+WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1 AND partition = ANY ($7::int[])),
+open_ranges AS (DELETE FROM ${s}.lease_ranges WHERE group_id = $1 AND partition = ANY ($7::int[])),
+dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1 AND partition = ANY ($7::int[])),
+holds AS (DELETE FROM ${s}.replay_holds WHERE group_id = $1 AND partition = ANY ($7::int[]))
 UPDATE ${s}.group_cursors c
 SET cursor = ${startCursorSql(s, '$3', '$6')}
 FROM ${s}.stream_partitions p
 LEFT JOIN unnest($4::int[], $5::int8[]) AS pp(partition, after) ON pp.partition = p.partition
 LEFT JOIN ${s}.low_watermarks lw ON lw.stream_id = p.stream_id AND lw.partition = p.partition
-WHERE c.group_id = $1 AND p.stream_id = $2 AND p.partition = c.partition`;
+WHERE c.group_id = $1 AND p.stream_id = $2 AND p.partition = c.partition AND c.partition = ANY ($7::int[])`;
 }
 
 /**
@@ -198,12 +202,14 @@ export function eventsByIdSql(s: string): string {
  * dead-letter list, acked ones (at or below the cursor or held above it, not
  * open) get a pending row, open ones are left alone (ON CONFLICT on the
  * deliveries PK).
- * $1 group_id, $2 partitions, $3 sequences, $4 now or null.
+ * $1 group_id, $2 partitions, $3 sequences, $4 now or null. `target` may
+ * replace the list by a query yielding `(partition, sequence)`
+ * (replay by query, sql/query.ts).
  */
-export function reopenSql(s: string): string {
+export function reopenSql(s: string, target = 'SELECT * FROM unnest($2::int[], $3::int8[]) AS t(partition, sequence)'): string {
   return `
 WITH target AS (
-  SELECT * FROM unnest($2::int[], $3::int8[]) AS t(partition, sequence)
+  ${target}
 ),
 undead AS (
   DELETE FROM ${s}.dead_letters dl USING target t

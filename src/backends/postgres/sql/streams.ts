@@ -44,8 +44,17 @@ FROM ${s}.streams st
 ORDER BY st.name COLLATE "C"`;
 }
 
+/**
+ * A group and the partitions it covers: those with a cursor row (createGroup
+ * writes one per covered partition, in the statement that creates the
+ * group, and nothing adds or removes one later). JSON, because rows are
+ * parsed by rheo's pinned parsers (connection.ts), which leave arrays as text.
+ */
 export function lookupGroupSql(s: string): string {
-  return `SELECT id, max_attempts FROM ${s}.groups WHERE stream_id = $1 AND name = $2`;
+  return `
+SELECT g.id, g.max_attempts,
+       COALESCE((SELECT json_agg(c.partition ORDER BY c.partition) FROM ${s}.group_cursors c WHERE c.group_id = g.id), '[]') AS partitions
+FROM ${s}.groups g WHERE g.stream_id = $1 AND g.name = $2`;
 }
 
 export function listGroupsSql(s: string): string {
@@ -73,7 +82,10 @@ export function startCursorSql(s: string, after: string, at: string): string {
 
 /**
  * $1 stream_id, $2 name, $3 max_attempts, $4 now or null, $5 after,
- * $6 override partitions, $7 override cursors, $8 at or null.
+ * $6 override partitions, $7 override cursors, $8 at or null, $9 the
+ * partitions the group covers (null: all). A group's scope is the set of its
+ * cursor rows: every group statement joins them, so fetch, lag, replay and
+ * reset never touch another partition.
  */
 export function createGroupSql(s: string): string {
   return `
@@ -96,7 +108,7 @@ cursors AS (
   CROSS JOIN ${s}.stream_partitions p
   LEFT JOIN unnest($6::int[], $7::int8[]) AS pp(partition, after) ON pp.partition = p.partition
   LEFT JOIN lows lw ON lw.partition = p.partition
-  WHERE p.stream_id = $1
+  WHERE p.stream_id = $1 AND ($9::int[] IS NULL OR p.partition = ANY ($9::int[]))
 )
 SELECT id FROM created`;
 }
