@@ -1,4 +1,5 @@
 export { createRheo, Rheo } from './rheo.js';
+export { RheoTransaction } from './transaction/rheo-transaction.js';
 export type { RheoOptions, RheoDefaults, SettleRequest } from './rheo.js';
 export type { RheoLimits } from './core/limits.js';
 export { RheoError, isRheoError, RHEO_ERROR_CODES } from './core/errors.js';

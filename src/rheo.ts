@@ -1,4 +1,6 @@
-import type { AppendOutcome, Backend, BackendCapabilities, LeaseRef, SettleOp } from './core/backend.js';
+import type { AppendOutcome, Backend, BackendCapabilities, LeaseRef, SettleOp, TransactionClient } from './core/backend.js';
+import { requireCapability } from './core/capabilities.js';
+import { RheoTransaction } from './transaction/rheo-transaction.js';
 import type { PingResult } from './core/health.js';
 import { queryPages } from './core/query-pages.js';
 import {
@@ -300,6 +302,29 @@ export class Rheo {
       this.#assertOpen();
       return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
     }, stream);
+  }
+
+  /**
+   * rheo's writes bound to a transaction the application owns: `client` is
+   * a `pg` client (a checked-out `pg.PoolClient` or a `pg.Client`) on which
+   * the application ran `BEGIN`. Returns append/appendBatch and every settle
+   * (ack, nack, reject, release and their `*Many` forms) with the same
+   * validation and errors as here; their writes commit or roll back with the
+   * application's own (see `RheoTransaction`). rheo never commits, rolls back
+   * or releases the client. `unsupported` on a backend without the
+   * `transactions` capability (memory).
+   */
+  transaction(client: TransactionClient): RheoTransaction {
+    this.#assertOpen();
+    requireCapability(this.backend, 'transactions', 'transaction');
+    if (client === null || typeof client !== 'object' || typeof (client as { query?: unknown }).query !== 'function') {
+      throw invalidArgument(`transaction expects a pg client with a transaction begun on it, got ${describe(client)}`);
+    }
+    const backend = this.backend;
+    if (typeof backend.transaction !== 'function') {
+      throw new RheoError('unsupported', `the ${backend.name} backend declares transactions but does not implement transaction()`);
+    }
+    return new RheoTransaction(this, backend.transaction(client));
   }
 
   // ---- consuming ----------------------------------------------------------

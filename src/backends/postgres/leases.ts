@@ -9,7 +9,7 @@ import {
 import { staleLease } from '../../core/errors.js';
 import type { JsonObject, JsonValue, Lease } from '../../core/types.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
-import type { Database } from './connection.js';
+import type { Database, Runner } from './connection.js';
 import type { Statements } from './statements.js';
 
 export interface LeaseContext {
@@ -173,7 +173,8 @@ export async function renewLeases(ctx: LeaseContext, refs: LeaseRef[], leaseMs: 
   });
 }
 
-export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<SettleOutcome[]> {
+/** `runner`: the pool by default, or an application's transaction (transaction.ts). */
+export async function settleLeases(ctx: LeaseContext, ops: SettleOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
   const resolved = await resolveGroups(ctx.catalog, ops);
   // Each op is judged by its own lease id. The first op per (delivery, lease
   // id) is sent; a later one with the same id finds the delivery already
@@ -198,10 +199,10 @@ export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<
     const keys = [sent.map((s) => s.group.id), sent.map((s) => s.op.partition), sent.map((s) => s.op.sequence), sent.map((s) => s.op.leaseId)];
     if (sent.every((s) => s.op.kind === 'ack')) {
       // The ack statement names the ops that failed instead.
-      const failed = new Set((await ctx.db.query<{ i: number }>(label, ctx.sql.ack, keys)).map((row) => row.i - 1));
+      const failed = new Set((await runner.query<{ i: number }>(label, ctx.sql.ack, keys)).map((row) => row.i - 1));
       for (let i = 0; i < sent.length; i++) if (!failed.has(i)) applied.add(i);
     } else {
-      const rows = await ctx.db.query<{ i: number }>(label, ctx.sql.settle, [
+      const rows = await runner.query<{ i: number }>(label, ctx.sql.settle, [
         ...keys,
         sent.map((s) => s.op.kind),
         sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),

@@ -10,10 +10,12 @@ import type {
   LeaseRef,
   NormalizedQuery,
   NormalizedReplay,
+  OwnedTransaction,
   PreparedAppend,
   RenewResult,
   SettleOp,
   SettleOutcome,
+  TransactionClient,
 } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
@@ -38,6 +40,9 @@ import { nowParam, toEvent, type EventRow } from './rows.js';
 import { notifyChannel, quoteSchema } from './schema-name.js';
 import { buildQuery } from './sql/query.js';
 import { renderStatements, type Statements } from './statements.js';
+import { PostgresOwnedTransaction, PostgresTransactionScope, type ScopeDeps } from './transaction.js';
+import { classifyError } from './errors.js';
+import { asError } from './connection.js';
 
 /** Where rheo's connections come from: a connection string (rheo owns the pool) or a borrowed pool. */
 export type PostgresConnection =
@@ -78,7 +83,7 @@ export class PostgresBackend implements Backend {
     durable: true,
     distributed: true,
     notifications: true,
-    transactions: false,
+    transactions: true,
     partitionOwnership: false,
     cluster: false,
   });
@@ -92,6 +97,7 @@ export class PostgresBackend implements Backend {
   readonly #catalog: Catalog;
   readonly #ctx: LeaseContext;
   readonly #listener: AppendListener;
+  readonly #scopeDeps: ScopeDeps;
   #closing: Promise<void> | null = null;
   #schemaOk = false;
   #schemaCheck: Promise<void> | null = null;
@@ -140,6 +146,12 @@ export class PostgresBackend implements Backend {
       catalog: this.#catalog,
       now: () => nowParam(clock ? clock.now() : null),
       rotation: new Map(),
+    };
+    this.#scopeDeps = {
+      ctx: this.#ctx,
+      catalog: this.#catalog,
+      target: { clock: this.#clock, channel: this.#channel, notify: this.#notify },
+      ensureSchema: () => this.#ensureSchema(),
     };
     this.#listener = new AppendListener(
       () => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` }),
@@ -357,6 +369,34 @@ export class PostgresBackend implements Backend {
   async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
     await this.#ensureSchema();
     return redrive(this.#ctx, await this.#catalog.group(stream, group), eventIds);
+  }
+
+  /**
+   * Binds append and settle to `client`, a `pg` client (`pg.Client` or a
+   * checked-out `pg.PoolClient`) on which the application ran BEGIN. See
+   * transaction.ts for what the locks taken there mean for other callers.
+   */
+  transaction(client: TransactionClient): PostgresTransactionScope {
+    if (client === null || typeof client !== 'object' || typeof (client as { query?: unknown }).query !== 'function') {
+      throw invalidArgument('transaction expects a pg client (pg.Client or a checked-out pg.PoolClient) with a transaction begun on it');
+    }
+    return new PostgresTransactionScope(client, this.#scopeDeps);
+  }
+
+  /** BEGIN on a connection of rheo's pool; commit() or rollback() gives it back. */
+  async beginTransaction(): Promise<OwnedTransaction> {
+    await this.#ensureSchema();
+    const ctx = { action: 'begin a transaction', writes: false };
+    const held = await this.#db.connect(ctx);
+    try {
+      await held.connection.query('BEGIN');
+    } catch (error) {
+      held.release(asError(error));
+      throw classifyError(error, { ...ctx, sent: true });
+    }
+    return new PostgresOwnedTransaction(held, this.#scopeDeps, (streams) => {
+      for (const stream of streams) this.#listener.wake(stream);
+    });
   }
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
