@@ -13,6 +13,9 @@ import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions 
 import type { ConsumeOptions, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
 import { HandlerRun, type RunResult } from './handler-run.js';
 import { LeaseGate } from './lease-gate.js';
+import { requireCapability } from '../core/capabilities.js';
+import type { ConsumerHandler } from './consumer-types.js';
+import { transactionalHandler } from './transactional-handler.js';
 import { carryOut, releaseUnstarted, type SettleCounters } from './settle-policy.js';
 
 /** What a consumer needs from rheo: the facade, never a concrete backend. */
@@ -58,6 +61,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly done: Promise<void>;
 
   readonly #options: ResolvedConsumeOptions<T>;
+  readonly #handler: ConsumerHandler<T>;
   readonly #producer: RheoProducer<T>;
   readonly #gate: LeaseGate<T>;
   readonly #sink: LeaseSink<T>;
@@ -91,7 +95,9 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   constructor(source: ConsumerSource, options: ConsumeOptions<T>) {
     super();
     const o = resolveConsumeOptions(options, source.defaults, () => randomBytes(6).toString('hex'));
+    if (o.transaction) requireCapability(source.backend, 'transactions', 'consume({ transaction: true })');
     this.#options = o;
+    this.#handler = o.transaction ? transactionalHandler(source.backend, o.handler) : o.handler;
     this.stream = o.stream;
     this.group = o.group;
     this.consumerId = o.consumerId;
@@ -228,7 +234,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     // Runs are interrupted by the consumer itself: on 'lease-lost' from the
     // producer, at the stop timeout, and when the pipeline breaks. Not
     // subscribing to the sink's per-lease signal keeps that signal unallocated.
-    const result = run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
+    const result = run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
     if (isThenable(result)) return result.then((r) => this.#ran(run, r));
     return this.#ran(run, result);
   }
