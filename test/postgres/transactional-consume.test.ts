@@ -103,7 +103,7 @@ describe('consume({ transaction: true }) on PostgreSQL', () => {
     await sharedPool().query(`ALTER TABLE ${table} DROP CONSTRAINT effects_pkey, ADD PRIMARY KEY (event_id, attempt)`);
     let release!: () => void;
     const paused = new Promise<void>((resolve) => (release = resolve));
-    let stolen: Lease | null = null;
+    let stolen: Lease | undefined;
     const consumer = rheo.consume({
       stream: 's',
       group: 'g',
