@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { PostgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
-import type { Lease } from '../../src/core/types.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { waitFor } from '../consumer/harness.js';
 import { makeTestBackend, sharedPool } from '../support/postgres.js';
@@ -103,7 +102,6 @@ describe('consume({ transaction: true }) on PostgreSQL', () => {
     await sharedPool().query(`ALTER TABLE ${table} DROP CONSTRAINT effects_pkey, ADD PRIMARY KEY (event_id, attempt)`);
     let release!: () => void;
     const paused = new Promise<void>((resolve) => (release = resolve));
-    let stolen: Lease | undefined;
     const consumer = rheo.consume({
       stream: 's',
       group: 'g',
@@ -118,7 +116,7 @@ describe('consume({ transaction: true }) on PostgreSQL', () => {
     await waitFor(async () => consumer.stats().inflight === 1, 'the handler to start');
     const pool = sharedPool();
     clock.advance(300_001);
-    [stolen] = await rheo.fetch('s', 'g', { limit: 1 });
+    const [stolen] = await rheo.fetch('s', 'g', { limit: 1 });
     expect(stolen?.event.id).toBe(event!.id);
     const other = await pool.connect();
     try {
