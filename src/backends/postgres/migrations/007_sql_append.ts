@@ -25,6 +25,9 @@
  * is 3 bytes), which is the size rule's number for every value JavaScript
  * would write and never less.
  */
+/** The functions migration 7 installs, for tests and tools that list a schema's functions. */
+export const SQL_FUNCTIONS = ['append', 'js_length', 'json_size', 'murmur2'] as const;
+
 export const migration007 = {
   version: 7,
   name: 'sql_append',
