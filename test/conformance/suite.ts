@@ -16,6 +16,7 @@ import { registerQueryTests } from './query.js';
 import { registerRenewTests } from './renew.js';
 import { registerReplayTests } from './replay.js';
 import { registerStorageTests } from './storage.js';
+import { registerTransactionTests } from './transactions.js';
 
 export type { BackendFactory, ConformanceOptions } from './fixture.js';
 
@@ -47,5 +48,6 @@ export function runConformanceSuite(
     registerInputParityTests(makeBackend);
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
     registerPropertyTests(makeBackend);
+    registerTransactionTests(makeBackend);
   });
 }
