@@ -39,8 +39,9 @@ export function registerHealthTests(makeBackend: BackendFactory): void {
       expect(() => {
         (rheo.capabilities as { durable: boolean }).durable = !rheo.capabilities.durable;
       }).toThrow(TypeError);
-      // No backend offers these yet; a backend claiming one would promise calls that do not exist.
-      expect(rheo.capabilities.transactions).toBe(false);
+      // A backend claiming a capability promises its calls.
+      expect(rheo.capabilities.transactions).toBe(typeof backend.transaction === 'function' && typeof backend.beginTransaction === 'function');
+      // No backend offers these yet.
       expect(rheo.capabilities.partitionOwnership).toBe(false);
       expect(rheo.capabilities.cluster).toBe(false);
       expect(rheo.capabilities.notifications).toBe(typeof backend.waitForAppend === 'function');
