@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { PostgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { postgresBackend, type PostgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { waitFor } from '../consumer/harness.js';
-import { makeTestBackend, sharedPool } from '../support/postgres.js';
+import { databaseUrl, makeTestBackend, sharedPool } from '../support/postgres.js';
 
 async function setup(clock?: ManualClock): Promise<{ rheo: Rheo; backend: PostgresBackend; table: string }> {
   const backend = await makeTestBackend(clock);
@@ -133,6 +133,43 @@ describe('consume({ transaction: true }) on PostgreSQL', () => {
     expect(consumer.stats()).toMatchObject({ acked: 0, lost: 1 });
     expect(await effects(table)).toEqual([{ event_id: event!.id, attempt: 2 }]);
     expect((await rheo.lag('s', 'g')).lag).toBe(0);
+  });
+
+  it('handlers holding every pooled connection still append to a stream rheo has not looked up yet', async () => {
+    const { rheo: setupRheo, backend } = await setup();
+    await setupRheo.createStream('orders');
+    await setupRheo.createStream('invoices');
+    await setupRheo.createGroup('orders', 'billing');
+    await setupRheo.appendBatch('orders', [{ payload: 1 }, { payload: 2 }, { payload: 3 }, { payload: 4 }]);
+    // A process whose pool is exactly as large as its concurrency: the
+    // outbox append's stream lookup must not need a second connection.
+    const rheo = createRheo({
+      backend: postgresBackend({ connectionString: databaseUrl(), poolConfig: { max: 2 } }, { schema: backend.schema }),
+      defaults: { pollMs: 20 },
+    });
+    try {
+      let started = 0;
+      let bothRunning!: () => void;
+      const gate = new Promise<void>((resolve) => (bothRunning = resolve));
+      const consumer = rheo.consume({
+        stream: 'orders',
+        group: 'billing',
+        concurrency: 2,
+        maxDemand: 2,
+        transaction: true,
+        handler: async (event, { client }) => {
+          if (++started === 2) bothRunning();
+          await gate;
+          await rheo.transaction(client!).append('invoices', { payload: { order: event.id } });
+        },
+      });
+      await waitFor(async () => (await setupRheo.lag('orders', 'billing')).lag === 0, 'the group to drain');
+      await consumer.stop();
+      expect(consumer.stats()).toMatchObject({ acked: 4, retried: 0 });
+      expect(await setupRheo.read('invoices')).toHaveLength(4);
+    } finally {
+      await rheo.close();
+    }
   });
 
   it('is unsupported on the memory backend, naming the capability', () => {

@@ -114,14 +114,14 @@ interface Resolved<T> {
 }
 
 /** Looks each distinct (stream, group) up once: a batch nearly always names one. */
-async function resolveGroups<T extends LeaseRef>(catalog: Catalog, items: T[]): Promise<Resolved<T>[]> {
+async function resolveGroups<T extends LeaseRef>(catalog: Catalog, items: T[], runner?: Runner): Promise<Resolved<T>[]> {
   const groups = new Map<string, GroupRef | null>();
   const out: Resolved<T>[] = [];
   for (const item of items) {
     const key = `${item.stream}\u0000${item.group}`;
     let group = groups.get(key);
     if (group === undefined) {
-      group = await catalog.findGroup(item.stream, item.group);
+      group = await catalog.findGroup(item.stream, item.group, runner);
       groups.set(key, group);
     }
     out.push({ item, group });
@@ -175,7 +175,7 @@ export async function renewLeases(ctx: LeaseContext, refs: LeaseRef[], leaseMs: 
 
 /** `runner`: the pool by default, or an application's transaction (transaction.ts). */
 export async function settleLeases(ctx: LeaseContext, ops: SettleOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
-  const resolved = await resolveGroups(ctx.catalog, ops);
+  const resolved = await resolveGroups(ctx.catalog, ops, runner);
   // Each op is judged by its own lease id. The first op per (delivery, lease
   // id) is sent; a later one with the same id finds the delivery already
   // settled, exactly as if the calls were sequential. Ops on one delivery

@@ -103,7 +103,7 @@ export class PostgresTransactionScope implements TransactionScope {
 
   async append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]> {
     await this.#deps.ensureSchema();
-    const s = await this.#deps.catalog.stream(stream);
+    const s = await this.#deps.catalog.stream(stream, this.#runner);
     const { outcomes, wrote } = await appendEvents(this.#deps.ctx, s, inputs, {
       ...this.#deps.target,
       runner: this.#runner,
