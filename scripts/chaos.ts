@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { bundleChildren } from '../test/chaos/child-bundle.js';
 import { runScenario, type ScenarioResult } from '../test/chaos/scenario.js';
 import { chaosScenarios } from '../test/chaos/scenarios.js';
+import { runExactlyOnce } from '../test/chaos/exactly-once.js';
 import { formatFailures, formatTable } from '../test/chaos/table.js';
 import { startThrowawayPostgres } from './throwaway-postgres.js';
 
@@ -45,4 +46,32 @@ rmSync(workDir, { recursive: true, force: true });
 process.stdout.write(`${formatTable(results)}\n`);
 const failures = formatFailures(results);
 if (failures) process.stdout.write(`\n${failures}\n`);
-process.exitCode = results.every((r) => r.passed) ? 0 : 1;
+
+// Exactly-once effects (consume({ transaction: true })) under SIGKILLs and terminated connections.
+let exactlyOncePassed = true;
+if (only.length === 0 || only.some((o) => 'exactly-once'.includes(o))) {
+  const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
+  try {
+    const events = Math.round(20_000 * scale);
+    process.stderr.write('exactly-once: ');
+    const eo = await runExactlyOnce({
+      url: cluster.url(),
+      schema: 'exactly_once',
+      events,
+      workers: 4,
+      leaseMs: 3_000,
+      seed: 13,
+      faultEveryMs: 2_000,
+      timeoutMs: 30 * 60_000,
+    });
+    exactlyOncePassed = eo.rows === events && eo.distinct === events && eo.duplicated === 0 && eo.missing === 0 && eo.lag === 0;
+    process.stderr.write(`${exactlyOncePassed ? 'pass' : 'FAIL'} (${eo.seconds.toFixed(1)} s)\n`);
+    process.stdout.write(
+      `\nexactly-once: ${events} events, ${eo.kills} SIGKILLs, ${eo.terminations} connections terminated; ` +
+        `${eo.rows} effect rows, ${eo.distinct} distinct, ${eo.duplicated} duplicated, ${eo.missing} missing, lag ${eo.lag}\n`,
+    );
+  } finally {
+    cluster.stop();
+  }
+}
+process.exitCode = results.every((r) => r.passed) && exactlyOncePassed ? 0 : 1;

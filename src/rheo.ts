@@ -1,4 +1,4 @@
-import type { AppendOutcome, Backend, BackendCapabilities, GroupMembership, LeaseRef, MemberView, SettleOp, TrimReport } from './core/backend.js';
+import type { AppendOutcome, Backend, BackendCapabilities, GroupMembership, LeaseRef, MemberView, SettleOp, TransactionClient, TrimReport } from './core/backend.js';
 import { requireCapability } from './core/capabilities.js';
 import {
   assertDistinctPartitions,
@@ -10,6 +10,7 @@ import {
   type HeartbeatOptions,
   type OwnershipFenceInput,
 } from './core/ownership-arguments.js';
+import { RheoTransaction } from './transaction/rheo-transaction.js';
 import type { PingResult } from './core/health.js';
 import { queryPages } from './core/query-pages.js';
 import {
@@ -480,6 +481,29 @@ export class Rheo {
     }, stream);
   }
 
+  /**
+   * rheo's writes bound to a transaction the application owns: `client` is
+   * a `pg` client (a checked-out `pg.PoolClient` or a `pg.Client`) on which
+   * the application ran `BEGIN`. Returns append/appendBatch and every settle
+   * (ack, nack, reject, release and their `*Many` forms) with the same
+   * validation and errors as here; their writes commit or roll back with the
+   * application's own (see `RheoTransaction`). rheo never commits, rolls back
+   * or releases the client. `unsupported` on a backend without the
+   * `transactions` capability (memory).
+   */
+  transaction(client: TransactionClient): RheoTransaction {
+    this.#assertOpen();
+    requireCapability(this.backend, 'transactions', 'transaction');
+    if (client === null || typeof client !== 'object' || typeof (client as { query?: unknown }).query !== 'function') {
+      throw invalidArgument(`transaction expects a pg client with a transaction begun on it, got ${describe(client)}`);
+    }
+    const backend = this.backend;
+    if (typeof backend.transaction !== 'function') {
+      throw new RheoError('unsupported', `the ${backend.name} backend declares transactions but does not implement transaction()`);
+    }
+    return new RheoTransaction(this, backend.transaction(client));
+  }
+
   // ---- consuming ----------------------------------------------------------
 
   /**
@@ -520,6 +544,10 @@ export class Rheo {
     }
     if (assignment === 'partitions') {
       requireCapability(this.backend, 'partitionOwnership', "consume({ assignment: 'partitions' })");
+      if ((options as { transaction?: unknown }).transaction !== undefined && (options as { transaction?: unknown }).transaction !== false) {
+        // The offset commit does not join the handler's transaction yet (docs/semantics.md, "Transactions").
+        throw new RheoError('unsupported', "consume({ assignment: 'partitions', transaction: true }) is not supported yet: partition mode commits offsets outside the handler's transaction");
+      }
       const consumer = new PartitionConsumer<T>(this, options as PartitionConsumeOptions<T>);
       const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
       this.#attached.add(end);

@@ -1,6 +1,7 @@
 import { pipeline } from 'node:stream/promises';
 
 import type { Rheo } from '../../src/index.js';
+import type { PostgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createLeaseSink } from '../../src/sinks/lease-sink.js';
 import type { BenchContext } from '../lib/context.js';
 import { caughtUp, consume, fill, openRheo, type BackendKind } from '../lib/rheo-setup.js';
@@ -36,6 +37,15 @@ export function producerCase(kind: BackendKind, s: { maxDemand: number; concurre
 
 export function consumeCase(kind: BackendKind, s: { maxDemand: number; concurrency: number }): string {
   return `rheo ${kind} rheo.consume (maxDemand ${s.maxDemand}, concurrency ${s.concurrency}${sizeNote(kind, s)})`;
+}
+
+/** The setting the effect cases (a handler that writes a row per event) run at. */
+export const EFFECT_SETTING = { maxDemand: 100, concurrency: 10 } as const;
+
+export function effectCase(transaction: boolean): string {
+  return transaction
+    ? `rheo postgres rheo.consume transaction: true, row insert committed with the ack (maxDemand ${EFFECT_SETTING.maxDemand}, concurrency ${EFFECT_SETTING.concurrency})`
+    : `rheo postgres rheo.consume, row insert in its own commit then ack (maxDemand ${EFFECT_SETTING.maxDemand}, concurrency ${EFFECT_SETTING.concurrency})`;
 }
 
 export function fetchLoopCase(kind: BackendKind, limit: number): string {
@@ -89,6 +99,13 @@ async function consumeRuns(ctx: BenchContext, kind: BackendKind, url: string | u
       }
       for (const limit of FETCH_LOOP_LIMITS) {
         ctx.record(CONSUME, fetchLoopCase(kind, limit), 'events/s', await drainWithFetchLoop(rheo, await fresh(events), events, limit));
+      }
+      if (kind === 'postgres') {
+        // What exactly-once effects cost: the same handler write, with and
+        // without the transaction that commits it together with the ack.
+        for (const transaction of [false, true]) {
+          ctx.record(CONSUME, effectCase(transaction), 'events/s', await drainWithEffects(rheo, await fresh(events), events, transaction));
+        }
       }
     }
   } finally {
@@ -155,6 +172,35 @@ export async function drainWithConsume(
   await waitUntil('consume frontier', () => caughtUp(rheo, stream, group), 60_000, 1);
   const elapsed = now() - t0;
   await Promise.all(running.map((c) => c.stop()));
+  return rate(events, elapsed);
+}
+
+/**
+ * `rheo.consume` whose handler inserts one row per event into a user table:
+ * with `transaction: true` the insert commits with the ack in one
+ * transaction; without, the insert autocommits on the pool and the ack
+ * commits apart (at-least-once: a crash between them repeats the insert).
+ */
+export async function drainWithEffects(rheo: Rheo, { stream, group }: Target, events: number, transaction: boolean): Promise<number> {
+  const pool = (rheo.backend as PostgresBackend).pool;
+  await pool.query('CREATE TABLE IF NOT EXISTS bench_effects (event_id text NOT NULL)');
+  let handled = 0;
+  const t0 = now();
+  const consumer = consume(rheo, {
+    stream,
+    group,
+    concurrency: EFFECT_SETTING.concurrency,
+    maxDemand: EFFECT_SETTING.maxDemand,
+    transaction,
+    handler: async (event, { client }) => {
+      await (client ?? pool).query('INSERT INTO bench_effects (event_id) VALUES ($1)', [event.id]);
+      handled++;
+    },
+  });
+  await waitUntil('effect handlers', () => handled >= events, 300_000, 1);
+  await waitUntil('effect frontier', () => caughtUp(rheo, stream, group), 60_000, 1);
+  const elapsed = now() - t0;
+  await consumer.stop();
   return rate(events, elapsed);
 }
 

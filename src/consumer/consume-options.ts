@@ -28,6 +28,7 @@ export interface ResolvedConsumeOptions<T> {
   timers: Timers | undefined;
   minDemand: number | undefined;
   fetchBackoff: BackoffOptions | undefined;
+  transaction: boolean;
 }
 
 /**
@@ -85,6 +86,9 @@ export function resolveConsumeOptions<T>(
   const minDemand =
     options.minDemand === undefined ? undefined : optionalInteger('minDemand', options.minDemand, 1, { min: 1, max: maxDemand });
   const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs);
+  if (options.transaction !== undefined && typeof options.transaction !== 'boolean') {
+    throw invalidArgument(`transaction must be true or false, got ${describe(options.transaction)}`);
+  }
   return {
     stream: options.stream,
     group: options.group,
@@ -102,6 +106,7 @@ export function resolveConsumeOptions<T>(
     timers: options.timers,
     minDemand,
     fetchBackoff,
+    transaction: options.transaction === true,
   };
 }
 

@@ -1,3 +1,4 @@
+import type { TransactionClient } from '../core/backend.js';
 import type { JsonValue, Lease, RheoEvent } from '../core/types.js';
 import type { BackoffOptions } from '../producer/backoff.js';
 import type { Timers } from '../producer/timers.js';
@@ -14,6 +15,14 @@ export interface HandlerContext<T = JsonValue> {
    * drain gives up waiting. Pass it to anything cancellable.
    */
   readonly signal: AbortSignal;
+  /**
+   * Only with `consume({ transaction: true })`: the client of the
+   * transaction this handler runs in (on PostgreSQL a `pg.PoolClient`).
+   * Write through it, and the writes commit together with the ack (or the
+   * reject), or roll back on a throw or `retry`. Do not commit, roll back or
+   * release it.
+   */
+  readonly client?: TransactionClient;
 }
 
 /** Retry later: the lease is nacked with `retry` as reason, visible again after `delayMs` (default 0). */
@@ -98,6 +107,15 @@ export interface ConsumeOptions<T = JsonValue> {
   minDemand?: number;
   /** Backoff after a failed fetch, as the producer's. Default `{ initialMs: min(pollMs, 100), maxMs: 30_000 }`. */
   fetchBackoff?: Partial<BackoffOptions>;
+  /**
+   * Exactly-once effects (backends with the `transactions` capability,
+   * PostgreSQL): every handler call runs in its own transaction on a pooled
+   * connection and gets its `client` in the context; an ack (or reject)
+   * commits in that transaction with the handler's writes, while a throw,
+   * a `retry`, a timeout or a lost lease rolls them back (the lease is then
+   * nacked outside the transaction). Default `false`. `unsupported` on other backends.
+   */
+  transaction?: boolean;
 }
 
 export interface StopOptions {

@@ -15,6 +15,9 @@ import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions 
 import type { ConsumeOptions, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
 import { HandlerRun, type RunResult } from './handler-run.js';
 import { LeaseGate } from './lease-gate.js';
+import { requireCapability } from '../core/capabilities.js';
+import type { ConsumerHandler } from './consumer-types.js';
+import { transactionalHandler } from './transactional-handler.js';
 import { carryOut, releaseUnstarted, type SettleCounters } from './settle-policy.js';
 
 /** What a consumer needs from rheo: the facade, never a concrete backend. */
@@ -60,6 +63,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly done: Promise<void>;
 
   readonly #options: ResolvedConsumeOptions<T>;
+  readonly #handler: ConsumerHandler<T>;
   readonly #producer: RheoProducer<T>;
   readonly #gate: LeaseGate<T>;
   readonly #sink: LeaseSink<T>;
@@ -97,9 +101,11 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   constructor(source: ConsumerSource, options: ConsumeOptions<T>) {
     super();
     const o = resolveConsumeOptions(options, source.defaults, () => randomBytes(6).toString('hex'));
+    if (o.transaction) requireCapability(source.backend, 'transactions', 'consume({ transaction: true })');
     this.#options = o;
     this.#logger = source.logger ?? silentLogger;
     this.#telemetry = telemetryOf(source);
+    this.#handler = o.transaction ? transactionalHandler(source.backend, o.handler) : o.handler;
     this.stream = o.stream;
     this.group = o.group;
     this.consumerId = o.consumerId;
@@ -240,7 +246,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     // producer, at the stop timeout, and when the pipeline breaks. Not
     // subscribing to the sink's per-lease signal keeps that signal unallocated.
     const start = (): RunResult | Promise<RunResult> =>
-      run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
+      run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
     let result: RunResult | Promise<RunResult>;
     if (this.#telemetry) {
       const scope = this.#telemetry.process(lease);
@@ -267,6 +273,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
         this.#scopes.delete(lease.leaseId);
         scope.handled(null, result.error);
       } else if (result.kind === 'nack' && result.failure) scope.handled('nack', result.failure.error);
+      else if (result.kind === 'committed') scope.handled(result.settle);
+      else if (result.kind === 'uncommitted') scope.handled('nack', result.error);
       else scope.handled(result.kind);
     }
     return 'ack';

@@ -1,11 +1,14 @@
 import { parseOutcome } from '../sinks/lease-outcome.js';
 import type { HandlerErrorKind } from '../observability/lease-events.js';
+import { SettledInTransaction, type TransactionalSettlement } from './transactional-handler.js';
 
 /** How the consumer settles a lease once its handler is done. */
 export type Settlement =
   | { kind: 'ack' }
   | { kind: 'nack'; reason: string; delayMs: number; failure: HandlerFailure | null }
-  | { kind: 'reject'; reason: string };
+  | { kind: 'reject'; reason: string }
+  /** `consume({ transaction: true })`: already settled (or not) in the handler's transaction. */
+  | TransactionalSettlement;
 
 /** Why a nack was not the handler's own choice. */
 export interface HandlerFailure {
@@ -18,6 +21,7 @@ export interface HandlerFailure {
  * (`parseOutcome`); an invalid value nacks and is reported as a handler error.
  */
 export function settlementOf(value: unknown): Settlement {
+  if (value instanceof SettledInTransaction) return value.settlement;
   const parsed = parseOutcome(value);
   if (parsed.kind === 'nack') return { ...parsed, failure: null };
   if (parsed.kind !== 'invalid') return parsed;

@@ -269,6 +269,18 @@ export class PartitionWorker<T extends JsonValue> {
       if (this.#abort.signal.aborted) return { kind: 'aborted' };
       if (settlement.kind === 'ack') return { kind: 'done' };
       if (settlement.kind === 'reject') return { kind: 'dead', attempt, reason: settlement.reason };
+      // Partition mode runs no handler transaction, so these only come from a
+      // handler that returned another consumer's transactional outcome.
+      if (settlement.kind === 'committed') {
+        if (settlement.settle === 'ack') return { kind: 'done' };
+        return { kind: 'dead', attempt, reason: settlement.reason ?? 'rejected' };
+      }
+      if (settlement.kind === 'uncommitted') {
+        if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return { kind: 'dead', attempt, reason: settlement.error.message };
+        this.#report.retried();
+        await sleep(this.#timers, backoffDelay(attempt, this.#o.retryBackoff), this.#abort.signal);
+        continue;
+      }
       if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return { kind: 'dead', attempt, reason: settlement.reason };
       this.#report.retried();
       const delayMs = settlement.delayMs > 0 ? settlement.delayMs : backoffDelay(attempt, this.#o.retryBackoff);

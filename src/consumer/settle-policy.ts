@@ -14,7 +14,7 @@ export interface SettleCounters {
   settleErrors: number;
 }
 
-type Settler<T extends JsonValue> = Pick<RheoProducer<T>, 'ack' | 'nack' | 'reject' | 'release'>;
+type Settler<T extends JsonValue> = Pick<RheoProducer<T>, 'ack' | 'nack' | 'reject' | 'release' | 'confirm'>;
 
 type SettleKind = 'ack' | 'nack' | 'reject' | 'release';
 
@@ -86,6 +86,31 @@ export async function carryOut<T extends JsonValue>(
       counters.deadLettered++;
       events.emit('dead-letter', { ...emittedLeaseInfo(lease), reason: result.reason });
       return;
+    }
+    case 'committed': {
+      // Settled in the handler's transaction (transactional-handler.ts): only stop renewing.
+      producer.confirm(lease.leaseId);
+      if (result.settle === 'reject') {
+        counters.deadLettered++;
+        events.emit('dead-letter', { ...emittedLeaseInfo(lease), reason: result.reason ?? '' });
+      } else {
+        counters.acked++;
+        if (events.listenerCount('ack') > 0) events.emit('ack', emittedLeaseInfo(lease));
+      }
+      return;
+    }
+    case 'uncommitted': {
+      // The writes rolled back with the settle (or, if ambiguous, may have
+      // committed with it): either way nothing more is sent. A stale lease
+      // belongs to someone else now; any other failure leaves the lease to
+      // expire and be redelivered, with the writes undone.
+      producer.confirm(lease.leaseId);
+      if (result.error.code === 'stale_lease') {
+        counters.lost++;
+        events.emit('lease-lost', { ...emittedLeaseInfo(lease), error: result.error });
+        return;
+      }
+      return reportFailure(lease, 'ack', result.error, counters, events);
     }
   }
 }

@@ -21,6 +21,9 @@ export const RHEO_ERROR_CODES = [
   'permission_denied',
   'event_too_large',
   'unsupported',
+  // Inside an application's transaction: an earlier statement failed (or rheo
+  // refused a settle there), so PostgreSQL refuses everything until ROLLBACK.
+  'transaction_aborted',
   'internal',
 ] as const;
 

@@ -39,8 +39,8 @@ export function registerHealthTests(makeBackend: BackendFactory): void {
       expect(() => {
         (rheo.capabilities as { durable: boolean }).durable = !rheo.capabilities.durable;
       }).toThrow(TypeError);
-      // No backend offers these yet; a backend claiming one would promise calls that do not exist.
-      expect(rheo.capabilities.transactions).toBe(false);
+      // A backend claiming a capability promises its calls.
+      expect(rheo.capabilities.transactions).toBe(typeof backend.transaction === 'function' && typeof backend.beginTransaction === 'function');
       const ownershipCalls = [backend.heartbeat, backend.leaveGroup, backend.releasePartitions, backend.readOwned, backend.commit, backend.members];
       expect(rheo.capabilities.partitionOwnership).toBe(ownershipCalls.every((call) => typeof call === 'function'));
       expect(rheo.capabilities.cluster).toBe(false);

@@ -21,6 +21,7 @@ import { registerReplayTests } from './replay.js';
 import { registerRetentionProperty } from './retention-property.js';
 import { registerRetentionTests } from './retention.js';
 import { registerStorageTests } from './storage.js';
+import { registerTransactionTests } from './transactions.js';
 
 export type { BackendFactory, ConformanceOptions } from './fixture.js';
 
@@ -57,5 +58,6 @@ export function runConformanceSuite(
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
     registerPropertyTests(makeBackend);
     registerOwnershipTests(makeBackend);
+    registerTransactionTests(makeBackend);
   });
 }

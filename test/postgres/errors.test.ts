@@ -121,7 +121,7 @@ describe('postgres error classification', () => {
     await backend.createStream('s', 1);
     await backend.createGroup('s', 'g', { start: { kind: 'after', after: 0, perPartition: {} }, maxAttempts: 5 });
     const { rows } = await sharedPool().query<{ proname: string; proconfig: string[] }>(
-      `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1`,
+      `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname LIKE 'rheo\\_%' ORDER BY 1`,
       [backend.schema],
     );
     expect(rows.map((r) => r.proname)).toEqual(ROUTINES.map((r) => r.name).sort());

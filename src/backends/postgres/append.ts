@@ -5,6 +5,7 @@ import { uuidv7 } from '../../core/ids.js';
 import type { JsonObject, JsonValue, RheoEvent } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import type { StreamRef } from './catalog.js';
+import type { Runner } from './connection.js';
 import { sqlState } from './errors.js';
 import type { LeaseContext } from './leases.js';
 import { toEvent } from './rows.js';
@@ -30,6 +31,25 @@ interface Routed {
 /** Two appends racing on one new id: the loser's statement fails whole and is retried. */
 const MAX_ID_RACE_RETRIES = 5;
 
+/** Where the append runs: the pool by default, or an application's transaction. */
+export interface AppendTarget {
+  clock: Clock | null;
+  channel: string;
+  notify: boolean;
+  /** Default: the pool (`ctx.db`). */
+  runner?: Runner;
+  /**
+   * The statement runs inside a transaction the caller owns. A statement
+   * that fails aborts that whole transaction, so the id race below is
+   * retried from a savepoint; it can only happen for caller-given ids
+   * (generated ids are unique), so only those appends pay the savepoint's
+   * two extra round trips.
+   */
+  inTransaction?: boolean;
+}
+
+const SAVEPOINT = 'rheo_append';
+
 /**
  * Routes and identifies every input before anything is sent (so a bad
  * partition writes nothing), then appends the batch in one statement
@@ -40,8 +60,9 @@ export async function appendEvents(
   ctx: LeaseContext,
   stream: StreamRef,
   inputs: PreparedAppend[],
-  options: { clock: Clock | null; channel: string; notify: boolean },
+  options: AppendTarget,
 ): Promise<{ outcomes: AppendOutcome[]; wrote: boolean }> {
+  const runner = options.runner ?? ctx.db;
   const ids = inputs.map((input) => input.id ?? uuidv7(options.clock ?? undefined));
   const unique = new Map<string, Routed>();
   inputs.forEach((input, i) => {
@@ -66,14 +87,19 @@ export async function appendEvents(
     batch.map((b) => b.input.size),
   ];
   const action = `append ${inputs.length} event(s) to stream "${stream.name}"`;
+  const label = { action, stream: stream.name, writes: true };
+  const savepoint = options.inTransaction === true && inputs.some((input) => input.id !== null);
   let rows: AppendRow[] = [];
   for (let attempt = 1; ; attempt++) {
+    if (savepoint) await runner.query(label, `SAVEPOINT ${SAVEPOINT}`, []);
     try {
-      rows = await ctx.db.query<AppendRow>({ action, stream: stream.name, writes: true }, ctx.sql.append, values);
+      rows = await runner.query<AppendRow>(label, ctx.sql.append, values);
+      if (savepoint) await runner.query(label, `RELEASE SAVEPOINT ${SAVEPOINT}`, []);
       break;
     } catch (error) {
       const idRace = error instanceof RheoError && sqlState(error.cause) === '23505';
-      if (idRace && attempt < MAX_ID_RACE_RETRIES) continue;
+      if (idRace && savepoint) await runner.query(label, `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`, []);
+      if (idRace && attempt < MAX_ID_RACE_RETRIES && (savepoint || options.inTransaction !== true)) continue;
       throw error;
     }
   }

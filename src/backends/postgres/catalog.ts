@@ -1,6 +1,6 @@
 import { groupNotFound, invalidPartition, streamNotFound } from '../../core/errors.js';
 import { scopedPartitions } from '../../core/partition-scope.js';
-import type { Database } from './connection.js';
+import type { Database, Runner } from './connection.js';
 import type { Statements } from './statements.js';
 
 export interface StreamRef {
@@ -41,10 +41,15 @@ export class Catalog {
     this.#sql = sql;
   }
 
-  async findStream(name: string): Promise<StreamRef | null> {
+  /**
+   * `runner`: where a cache miss is looked up; a transaction's client, so a
+   * transaction never waits for a second pooled connection (with every
+   * connection held by a transactional handler that would never end).
+   */
+  async findStream(name: string, runner: Runner = this.#db): Promise<StreamRef | null> {
     const cached = this.#streams.get(name);
     if (cached) return cached;
-    const [row] = await this.#db.query<{ id: number; partitions: number }>(
+    const [row] = await runner.query<{ id: number; partitions: number }>(
       { action: `look up stream "${name}"`, stream: name, writes: false },
       this.#sql.lookupStream,
       [name],
@@ -55,19 +60,19 @@ export class Catalog {
     return ref;
   }
 
-  async stream(name: string): Promise<StreamRef> {
-    const ref = await this.findStream(name);
+  async stream(name: string, runner: Runner = this.#db): Promise<StreamRef> {
+    const ref = await this.findStream(name, runner);
     if (!ref) throw streamNotFound(name);
     return ref;
   }
 
-  async findGroup(stream: string, group: string): Promise<GroupRef | null> {
+  async findGroup(stream: string, group: string, runner: Runner = this.#db): Promise<GroupRef | null> {
     const key = `${stream}\u0000${group}`;
     const cached = this.#groups.get(key);
     if (cached) return cached;
-    const streamRef = await this.findStream(stream);
+    const streamRef = await this.findStream(stream, runner);
     if (!streamRef) return null;
-    const [row] = await this.#db.query<{ id: number; max_attempts: number; partitions: number[] }>(
+    const [row] = await runner.query<{ id: number; max_attempts: number; partitions: number[] }>(
       { action: `look up group "${group}" of stream "${stream}"`, stream, group, writes: false },
       this.#sql.lookupGroup,
       [streamRef.id, group],

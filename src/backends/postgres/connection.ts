@@ -27,7 +27,7 @@ const PARSERS: Record<number, (value: string) => unknown> = {
   114: (value) => JSON.parse(value) as unknown, // json
   3802: (value) => JSON.parse(value) as unknown, // jsonb
 };
-const TYPES: pg.CustomTypesConfig = {
+export const TYPES: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number) => PARSERS[oid] ?? identity) as pg.CustomTypesConfig['getTypeParser'],
 };
 
@@ -39,11 +39,20 @@ export function ms(expression: string): string {
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 
 /**
+ * Where a statement runs: the pool (`Database`, one checkout and one implicit
+ * transaction per statement) or an application's transaction
+ * (transaction.ts), so the append and settle code serves both.
+ */
+export interface Runner {
+  query<R>(ctx: StatementContext, statement: string | PreparedText, values: unknown[]): Promise<R[]>;
+}
+
+/**
  * The backend's access to PostgreSQL: checks out a pooled connection per
  * statement, pins result parsing, and sends every failure through
  * `classifyError`, knowing whether the statement had reached a connection.
  */
-export class Database {
+export class Database implements Runner {
   readonly pool: pg.Pool;
   readonly ownsPool: boolean;
   #ended = false;
@@ -134,6 +143,16 @@ export class Database {
     }
   }
 
+  /**
+   * A connection held until `release()`, guarded like every checkout (a
+   * connection that dies meanwhile never crashes the process and is
+   * destroyed on release). For transactions whose statements rheo does not
+   * all issue itself (`beginTransaction`).
+   */
+  connect(ctx: StatementContext): Promise<CheckedOut> {
+    return this.#checkout(ctx);
+  }
+
   async end(): Promise<void> {
     if (this.#ended) return;
     this.#ended = true;
@@ -172,7 +191,7 @@ export class Database {
  * any) fails on its own and is classified by the caller; the listener keeps
  * the error so the release destroys the connection instead of pooling it.
  */
-class CheckedOut {
+export class CheckedOut {
   readonly connection: pg.PoolClient;
   #lost: Error | null = null;
   readonly #onError = (error: Error): void => {
@@ -283,13 +302,13 @@ function sendCancelRequest(target: CancelTarget): Promise<void> {
 }
 
 /** True when the connection itself failed, so it must not go back to the pool. */
-function brokenConnection(error: unknown): boolean {
+export function brokenConnection(error: unknown): boolean {
   const state = sqlState(error);
   if (state === undefined) return true;
   return state.startsWith('08') || state.startsWith('57P');
 }
 
-function asError(error: unknown): Error {
+export function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
 

@@ -8,8 +8,8 @@ import {
 } from '../../core/backend.js';
 import { staleLease } from '../../core/errors.js';
 import type { JsonObject, JsonValue, Lease } from '../../core/types.js';
-import { groupScope, type Catalog, type GroupRef } from './catalog.js';
-import type { Database } from './connection.js';
+import { checkPartitions, groupScope, type Catalog, type GroupRef } from './catalog.js';
+import type { Database, Runner } from './connection.js';
 import type { Statements } from './statements.js';
 
 export interface LeaseContext {
@@ -115,14 +115,14 @@ interface Resolved<T> {
 }
 
 /** Looks each distinct (stream, group) up once: a batch nearly always names one. */
-async function resolveGroups<T extends LeaseRef>(catalog: Catalog, items: T[]): Promise<Resolved<T>[]> {
+async function resolveGroups<T extends LeaseRef>(catalog: Catalog, items: T[], runner?: Runner): Promise<Resolved<T>[]> {
   const groups = new Map<string, GroupRef | null>();
   const out: Resolved<T>[] = [];
   for (const item of items) {
     const key = `${item.stream}\u0000${item.group}`;
     let group = groups.get(key);
     if (group === undefined) {
-      group = await catalog.findGroup(item.stream, item.group);
+      group = await catalog.findGroup(item.stream, item.group, runner);
       groups.set(key, group);
     }
     out.push({ item, group });
@@ -174,8 +174,9 @@ export async function renewLeases(ctx: LeaseContext, refs: LeaseRef[], leaseMs: 
   });
 }
 
-export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<SettleOutcome[]> {
-  const resolved = await resolveGroups(ctx.catalog, ops);
+/** `runner`: the pool by default, or an application's transaction (transaction.ts). */
+export async function settleLeases(ctx: LeaseContext, ops: SettleOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
+  const resolved = await resolveGroups(ctx.catalog, ops, runner);
   // Each op is judged by its own lease id. The first op per (delivery, lease
   // id) is sent; a later one with the same id finds the delivery already
   // settled, exactly as if the calls were sequential. Ops on one delivery
@@ -199,10 +200,10 @@ export async function settleLeases(ctx: LeaseContext, ops: SettleOp[]): Promise<
     const keys = [sent.map((s) => s.group.id), sent.map((s) => s.op.partition), sent.map((s) => s.op.sequence), sent.map((s) => s.op.leaseId)];
     if (sent.every((s) => s.op.kind === 'ack')) {
       // The ack statement names the ops that failed instead.
-      const failed = new Set((await ctx.db.query<{ i: number }>(label, ctx.sql.ack, keys)).map((row) => row.i - 1));
+      const failed = new Set((await runner.query<{ i: number }>(label, ctx.sql.ack, keys)).map((row) => row.i - 1));
       for (let i = 0; i < sent.length; i++) if (!failed.has(i)) applied.add(i);
     } else {
-      const rows = await ctx.db.query<{ i: number }>(label, ctx.sql.settle, [
+      const rows = await runner.query<{ i: number }>(label, ctx.sql.settle, [
         ...keys,
         sent.map((s) => s.op.kind),
         sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),

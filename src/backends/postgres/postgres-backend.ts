@@ -15,6 +15,7 @@ import type {
   LeaseRef,
   NormalizedQuery,
   NormalizedReplay,
+  OwnedTransaction,
   PreparedAppend,
   RenewResult,
   RetentionPolicy,
@@ -22,6 +23,7 @@ import type {
   SettleOutcome,
   TrimReport,
   TrimRequest,
+  TransactionClient,
 } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
@@ -60,6 +62,9 @@ import {
   type RetentionContext,
 } from './retention.js';
 import { renderStatements, type Statements } from './statements.js';
+import { PostgresOwnedTransaction, PostgresTransactionScope, type ScopeDeps } from './transaction.js';
+import { classifyError } from './errors.js';
+import { asError } from './connection.js';
 
 /** Where rheo's connections come from: a connection string (rheo owns the pool) or a borrowed pool. */
 export type PostgresConnection =
@@ -110,7 +115,7 @@ export class PostgresBackend implements Backend {
     durable: true,
     distributed: true,
     notifications: true,
-    transactions: false,
+    transactions: true,
     partitionOwnership: true,
     cluster: false,
   });
@@ -126,6 +131,7 @@ export class PostgresBackend implements Backend {
   readonly #rctx: RetentionContext;
   readonly #listener: AppendListener;
   #logger: Logger = silentLogger;
+  readonly #scopeDeps: ScopeDeps;
   #closing: Promise<void> | null = null;
   #schemaOk = false;
   #schemaCheck: Promise<void> | null = null;
@@ -191,6 +197,12 @@ export class PostgresBackend implements Backend {
       rotation: new Map(),
     };
     this.#rctx = { ...this.#ctx, retention: renderRetentionStatements(this.#quotedSchema), schema: this.schema };
+    this.#scopeDeps = {
+      ctx: this.#ctx,
+      catalog: this.#catalog,
+      target: { clock: this.#clock, channel: this.#channel, notify: this.#notify },
+      ensureSchema: () => this.#ensureSchema(),
+    };
     this.#listener = new AppendListener(
       () => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` }),
       `"${this.#channel}"`,
@@ -526,6 +538,36 @@ export class PostgresBackend implements Backend {
   async members(stream: string, group: string): Promise<GroupMembership> {
     await this.#ensureSchema();
     return ownership.members(this.#ctx, stream, group);
+  }
+
+  // ---- transactions (transaction.ts) ---------------------------------------
+
+  /**
+   * Binds append and settle to `client`, a `pg` client (`pg.Client` or a
+   * checked-out `pg.PoolClient`) on which the application ran BEGIN. See
+   * transaction.ts for what the locks taken there mean for other callers.
+   */
+  transaction(client: TransactionClient): PostgresTransactionScope {
+    if (client === null || typeof client !== 'object' || typeof (client as { query?: unknown }).query !== 'function') {
+      throw invalidArgument('transaction expects a pg client (pg.Client or a checked-out pg.PoolClient) with a transaction begun on it');
+    }
+    return new PostgresTransactionScope(client, this.#scopeDeps);
+  }
+
+  /** BEGIN on a connection of rheo's pool; commit() or rollback() gives it back. */
+  async beginTransaction(): Promise<OwnedTransaction> {
+    await this.#ensureSchema();
+    const ctx = { action: 'begin a transaction', writes: false };
+    const held = await this.#db.connect(ctx);
+    try {
+      await held.connection.query('BEGIN');
+    } catch (error) {
+      held.release(asError(error));
+      throw classifyError(error, { ...ctx, sent: true });
+    }
+    return new PostgresOwnedTransaction(held, this.#scopeDeps, (streams) => {
+      for (const stream of streams) this.#listener.wake(stream);
+    });
   }
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {

@@ -1,0 +1,116 @@
+import type { Backend, SettleOp, TransactionClient } from '../core/backend.js';
+import { RheoError, isRheoError } from '../core/errors.js';
+import { settleOp } from '../core/arguments.js';
+import type { JsonValue, Lease, RheoEvent } from '../core/types.js';
+import { parseOutcome } from '../sinks/lease-outcome.js';
+import type { ConsumerHandler, HandlerContext, HandlerOutcome } from './consumer-types.js';
+
+/** What happened to a lease whose handler ran in a transaction, once the handler's promise settled. */
+export type TransactionalSettlement =
+  /** The settle and the handler's writes committed together. */
+  | { kind: 'committed'; settle: 'ack' | 'reject'; reason: string | null }
+  /** The settle in the transaction failed or the commit did: the writes did not commit (or, if `ambiguous`, may have, together with the settle). */
+  | { kind: 'uncommitted'; error: RheoError };
+
+/**
+ * The outcome a transactional handler resolves to once rheo has already
+ * settled in its transaction; `settlementOf` (handler-outcome.ts) passes it
+ * through instead of reading it as a handler's return value.
+ */
+export class SettledInTransaction {
+  readonly settlement: TransactionalSettlement;
+
+  constructor(settlement: TransactionalSettlement) {
+    this.settlement = settlement;
+  }
+}
+
+/** A handler's context with the transaction's client. */
+class TransactionContext<T> implements HandlerContext<T> {
+  readonly lease: Lease<T>;
+  readonly attempt: number;
+  readonly client: TransactionClient;
+  readonly #outer: HandlerContext<T>;
+
+  constructor(outer: HandlerContext<T>, client: TransactionClient) {
+    this.lease = outer.lease;
+    this.attempt = outer.attempt;
+    this.client = client;
+    this.#outer = outer;
+  }
+
+  get signal(): AbortSignal {
+    return this.#outer.signal;
+  }
+}
+
+/**
+ * `consume({ transaction: true })`: runs `handler` inside a transaction on a
+ * connection of the backend's pool and hands it the client. When the handler
+ * acks (returns nothing or `'ack'`) or rejects, the settle joins that
+ * transaction and commits with the handler's writes: both or neither. A
+ * throw, a `retry`, an invalid outcome, or a run cut short (timeout, lease
+ * lost, drain) rolls the writes back, and the consumer then nacks outside
+ * the transaction as usual.
+ *
+ * The transaction ends only when the handler's own promise settles, even
+ * after a timeout: the client stays the handler's until then, and handing
+ * it back to the pool earlier would let the handler's later statements run
+ * outside any transaction on someone else's connection.
+ */
+export function transactionalHandler<T extends JsonValue>(backend: Backend, handler: ConsumerHandler<T>): ConsumerHandler<T> {
+  const begin = backend.beginTransaction?.bind(backend);
+  if (!begin) throw new RheoError('unsupported', `the ${backend.name} backend has no beginTransaction()`);
+  return async (event: RheoEvent<T>, context: HandlerContext<T>): Promise<HandlerOutcome> => {
+    const tx = await begin();
+    let outcome: HandlerOutcome;
+    try {
+      outcome = await handler(event, new TransactionContext(context, tx.client));
+    } catch (error) {
+      await tx.rollback();
+      throw error;
+    }
+    const op = settleOpOf(context.lease, outcome);
+    // Cut short meanwhile: the consumer has already settled (or given up) the lease outside.
+    if (op === null || context.signal.aborted) {
+      await tx.rollback();
+      return outcome;
+    }
+    let answer;
+    try {
+      [answer] = await tx.scope.settle([op]);
+    } catch (error) {
+      await tx.rollback();
+      return uncommitted(error);
+    }
+    if (!answer?.ok) {
+      await tx.rollback();
+      return uncommitted(answer?.error ?? new RheoError('internal', 'settle returned no result'));
+    }
+    try {
+      await tx.commit();
+    } catch (error) {
+      return uncommitted(error);
+    }
+    return new SettledInTransaction({
+      kind: 'committed',
+      settle: op.kind === 'reject' ? 'reject' : 'ack',
+      reason: op.kind === 'reject' ? op.reason : null,
+    }) as unknown as HandlerOutcome;
+  };
+}
+
+/** The settle to commit with the writes (read as the consumer reads outcomes), or `null` when the outcome rolls them back. */
+function settleOpOf(lease: Lease<unknown>, outcome: unknown): SettleOp | null {
+  const parsed = parseOutcome(outcome);
+  if (parsed.kind === 'ack') return settleOp({ kind: 'ack', lease }, 'ack');
+  if (parsed.kind === 'reject') return settleOp({ kind: 'reject', lease, reason: parsed.reason }, 'reject');
+  return null;
+}
+
+function uncommitted(error: unknown): HandlerOutcome {
+  const rheoError = isRheoError(error)
+    ? error
+    : new RheoError('internal', `transaction failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+  return new SettledInTransaction({ kind: 'uncommitted', error: rheoError }) as unknown as HandlerOutcome;
+}

@@ -1,0 +1,130 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { createRheo } from '../../src/rheo.js';
+
+const CHILD = fileURLToPath(new URL('../support/exactly-once-child.ts', import.meta.url));
+
+export interface ExactlyOnceOptions {
+  url: string;
+  schema: string;
+  events: number;
+  workers: number;
+  /** Lease length of the workers: a killed worker's leases come back after this. */
+  leaseMs: number;
+  /** Seeded choice of faults, so a run can be repeated. */
+  seed: number;
+  /** Mean time between two faults (a SIGKILL or a connection termination). */
+  faultEveryMs: number;
+  /** Upper bound on the run, after which it reports what it has. */
+  timeoutMs: number;
+}
+
+export interface ExactlyOnceResult {
+  events: number;
+  /** Rows in the user table, distinct event ids among them, ids with more than one row, appended ids with none. */
+  rows: number;
+  distinct: number;
+  duplicated: number;
+  missing: number;
+  lag: number;
+  kills: number;
+  terminations: number;
+  seconds: number;
+}
+
+/**
+ * Exactly-once effects under faults: `events` events consumed with
+ * `consume({ transaction: true })` by `workers` child processes, each
+ * handler inserting one row per event id into a table without a unique
+ * constraint. Meanwhile workers are SIGKILLed (and replaced) and their
+ * connections terminated with pg_terminate_backend, at random. At the end
+ * every event id must appear exactly once and the group's lag be 0.
+ */
+export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<ExactlyOnceResult> {
+  const started = Date.now();
+  let random = options.seed >>> 0;
+  const next = (): number => {
+    random = (Math.imul(random, 1664525) + 1013904223) >>> 0;
+    return random / 2 ** 32;
+  };
+  const admin = new pg.Pool({ connectionString: options.url, max: 3 });
+  admin.on('error', () => {});
+  const rheo = createRheo({ backend: postgresBackend({ pool: admin }, { schema: options.schema }) });
+  const children = new Set<ChildProcess>();
+  let kills = 0;
+  let terminations = 0;
+  try {
+    await rheo.migrate();
+    await admin.query(`CREATE TABLE "${options.schema}".effects (event_id text NOT NULL, attempt int NOT NULL, pid int NOT NULL)`);
+    await rheo.createStream('work', { partitions: 4 });
+    await rheo.createGroup('work', 'effects');
+    const ids: string[] = [];
+    for (let i = 0; i < options.events; i += 1000) {
+      const batch = await rheo.appendBatch(
+        'work',
+        Array.from({ length: Math.min(1000, options.events - i) }, (_, j) => ({ key: `k-${(i + j) % 97}`, payload: { n: i + j } })),
+      );
+      ids.push(...batch.map((e) => e.id));
+    }
+    const spawnWorker = (): void => {
+      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, options.url, options.schema, 'work', 'effects', String(options.leaseMs)], {
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      children.add(child);
+      child.once('exit', () => children.delete(child));
+    };
+    for (let i = 0; i < options.workers; i++) spawnWorker();
+    let lag = options.events;
+    let nextFault = Date.now() + options.faultEveryMs * (0.5 + next());
+    // Faults while there is work left; then let the survivors (and expiring leases) finish.
+    while (Date.now() - started < options.timeoutMs) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      lag = (await rheo.lag('work', 'effects')).lag;
+      if (lag === 0) break;
+      if (lag < options.events * 0.1 || Date.now() < nextFault) continue;
+      nextFault = Date.now() + options.faultEveryMs * (0.5 + next());
+      if (next() < 0.5) {
+        const victims = [...children];
+        const victim = victims[Math.floor(next() * victims.length)];
+        if (victim) {
+          victim.kill('SIGKILL');
+          kills++;
+          spawnWorker();
+        }
+      } else {
+        const { rows } = await admin.query<{ n: number }>(
+          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+           WHERE application_name = 'rheo-exactly-once' AND pid IN (
+             SELECT pid FROM pg_stat_activity WHERE application_name = 'rheo-exactly-once' ORDER BY random() LIMIT 2)`,
+        );
+        terminations += rows[0]?.n ?? 0;
+      }
+    }
+    const [counts] = (
+      await admin.query<{ rows: number; distinct: number; duplicated: number; missing: number }>(
+        `SELECT (SELECT count(*)::int FROM "${options.schema}".effects) AS rows,
+                (SELECT count(DISTINCT event_id)::int FROM "${options.schema}".effects) AS distinct,
+                (SELECT count(*)::int FROM (SELECT event_id FROM "${options.schema}".effects GROUP BY event_id HAVING count(*) > 1) d) AS duplicated,
+                (SELECT count(*)::int FROM unnest($1::text[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM "${options.schema}".effects x WHERE x.event_id = a.id)) AS missing`,
+        [ids],
+      )
+    ).rows;
+    return {
+      events: options.events,
+      rows: counts!.rows,
+      distinct: counts!.distinct,
+      duplicated: counts!.duplicated,
+      missing: counts!.missing,
+      lag,
+      kills,
+      terminations,
+      seconds: (Date.now() - started) / 1000,
+    };
+  } finally {
+    for (const child of children) child.kill('SIGKILL');
+    await rheo.close();
+    await admin.end();
+  }
+}
