@@ -8,7 +8,7 @@ import {
 } from '../../core/backend.js';
 import { staleLease } from '../../core/errors.js';
 import type { JsonObject, JsonValue, Lease } from '../../core/types.js';
-import { checkPartitions, groupScope, type Catalog, type GroupRef } from './catalog.js';
+import { groupScope, type Catalog, type GroupRef } from './catalog.js';
 import type { Database, Runner } from './connection.js';
 import type { Statements } from './statements.js';
 
