@@ -42,7 +42,9 @@ export function registerHealthTests(makeBackend: BackendFactory): void {
       // No backend offers these yet; a backend claiming one would promise calls that do not exist.
       expect(rheo.capabilities.transactions).toBe(false);
       expect(rheo.capabilities.partitionOwnership).toBe(false);
-      expect(rheo.capabilities.cluster).toBe(false);
+      // Only the Redis backend runs on a sharded cluster (when made on Redis Cluster), and that is distributed.
+      if (backend.name !== 'redis') expect(rheo.capabilities.cluster).toBe(false);
+      if (rheo.capabilities.cluster) expect(rheo.capabilities.distributed).toBe(true);
       expect(rheo.capabilities.notifications).toBe(typeof backend.waitForAppend === 'function');
     });
 
