@@ -17,46 +17,69 @@ export interface RedisTarget {
   client: Redis | Cluster;
 }
 
+const targets = new Map<RedisMode, Promise<RedisTarget>>();
+
 /**
- * Registers beforeAll/afterAll that provide a Redis for this file: the one
- * named by RHEO_TEST_REDIS_URL (single) or RHEO_TEST_REDIS_CLUSTER_URLS
- * (comma-separated seed nodes), else throwaway `redis-server`s started here
- * and stopped after the file. Every backend gets a unique key prefix.
+ * The Redis of this test file: the one named by RHEO_TEST_REDIS_URL (single)
+ * or RHEO_TEST_REDIS_CLUSTER_URLS (comma-separated seed nodes), else
+ * throwaway `redis-server`s started on first use and stopped after the file.
+ * Every backend gets a unique key prefix.
  */
+export function redisTarget(mode: RedisMode): Promise<RedisTarget> {
+  let target = targets.get(mode);
+  if (!target) {
+    target = startTarget(mode);
+    targets.set(mode, target);
+  }
+  return target;
+}
+
+async function startTarget(mode: RedisMode): Promise<RedisTarget> {
+  const external = mode === 'single' ? process.env.RHEO_TEST_REDIS_URL : process.env.RHEO_TEST_REDIS_CLUSTER_URLS;
+  const servers = external ? null : mode === 'single' ? await startThrowawayRedis() : await startThrowawayRedisCluster();
+  const urls = external ? external.split(',') : servers!.urls;
+  const client =
+    mode === 'single'
+      ? new Redis(urls[0]!, { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true })
+      : new Cluster(
+          urls.map((u) => {
+            const url = new URL(u);
+            return { host: url.hostname, port: Number(url.port) };
+          }),
+          { enableOfflineQueue: false, lazyConnect: true, redisOptions: { maxRetriesPerRequest: 0 } },
+        );
+  client.on('error', () => {});
+  await client.connect();
+  return { mode, urls, servers, client };
+}
+
+/** Starts (or finds) the file's Redis before its tests and returns a getter for it. */
 export function useRedis(mode: RedisMode): () => RedisTarget {
   let target: RedisTarget | null = null;
   beforeAll(async () => {
-    const external = mode === 'single' ? process.env.RHEO_TEST_REDIS_URL : process.env.RHEO_TEST_REDIS_CLUSTER_URLS;
-    const servers = external ? null : mode === 'single' ? await startThrowawayRedis() : await startThrowawayRedisCluster();
-    const urls = external ? external.split(',') : servers!.urls;
-    const client =
-      mode === 'single'
-        ? new Redis(urls[0]!, { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true })
-        : new Cluster(
-            urls.map((u) => {
-              const url = new URL(u);
-              return { host: url.hostname, port: Number(url.port) };
-            }),
-            { enableOfflineQueue: false, lazyConnect: true, redisOptions: { maxRetriesPerRequest: 0 } },
-          );
-    client.on('error', () => {});
-    await client.connect();
-    target = { mode, urls, servers, client };
+    target = await redisTarget(mode);
   }, 60_000);
-  afterAll(async () => {
-    for (const backend of backends) await backend.close().catch(() => {});
-    backends.clear();
-    if (target) {
-      target.client.disconnect();
-      target.servers?.stop();
-    }
-    target = null;
-  });
   return () => {
     if (!target) throw new Error('useRedis: only available inside a test');
     return target;
   };
 }
+
+/** Closes the helpers' backends and clients and stops the servers this file started. */
+export async function cleanupRedis(): Promise<void> {
+  for (const backend of backends) await backend.close().catch(() => {});
+  backends.clear();
+  const started = [...targets.values()];
+  targets.clear();
+  for (const pending of started) {
+    const target = await pending.catch(() => null);
+    if (!target) continue;
+    target.client.disconnect();
+    target.servers?.stop();
+  }
+}
+
+afterAll(cleanupRedis);
 
 const backends = new Set<RedisBackend>();
 

@@ -71,6 +71,8 @@ export class AppendWaiters {
       sub.on('pmessage', ((_pattern: string, channel: string) => this.#wake(channel)) as (...args: unknown[]) => void);
       // ioredis re-subscribes by itself after a reconnect.
       await sub.call('psubscribe', this.#pattern);
+      // An append between the first wait and the subscription went unheard: let every waiter look again.
+      for (const stream of [...this.#waiters.keys()]) this.wake(stream);
     })().catch(() => {
       // Down now: waits fall back to their timeout, and the next wait tries again.
       const sub = this.#subscriber;
@@ -83,7 +85,11 @@ export class AppendWaiters {
 
   #wake(channel: string): void {
     const stream = this.#streamOf(channel);
-    if (stream === null) return;
+    if (stream !== null) this.wake(stream);
+  }
+
+  /** Wakes the waiters of one stream: a message, or an append through this backend. */
+  wake(stream: string): void {
     const set = this.#waiters.get(stream);
     if (!set) return;
     this.#waiters.delete(stream);

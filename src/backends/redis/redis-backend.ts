@@ -275,6 +275,8 @@ export class RedisBackend implements Backend {
         });
       }),
     );
+    // This process's own waiters need no round trip through pub/sub.
+    if (out.some((o) => o !== undefined && !o.existed)) this.#waiters.wake(stream);
     // A repeated id in the batch yields its first occurrence's event.
     return inputs.map((input, i) => out[i] ?? { event: out[firstOf.get(input.id!)!]!.event, existed: true });
   }
