@@ -98,6 +98,8 @@ export class RedisBackend implements Backend {
   readonly #streams = new Map<string, StreamMeta>();
   readonly #groups = new Map<string, GroupMeta>();
   readonly #rotation = new Map<string, number>();
+  /** Orders dead letters that die in one millisecond (see DEAD_LETTER_ID). */
+  #deathOrder = 0;
   #client: Promise<RedisClientLike> | null = null;
   #owned: RedisClientLike | null = null;
   #closed = false;
@@ -221,29 +223,45 @@ export class RedisBackend implements Backend {
   /**
    * One script per partition the batch touches, each atomic on its slot; on
    * a cluster the partitions commit independently, so a batch cut by a lost
-   * connection is `ambiguous` and its retry (same ids) completes it. The id
-   * index lives with each partition: an id is idempotent within the
-   * partition it routes to (by its explicit partition or key), and a lookup
-   * by id (replay, redrive) asks every partition.
+   * connection is `ambiguous` and its retry (same ids) completes it.
+   *
+   * Each partition keeps the index of the ids stored in it, and the append
+   * script checks it atomically with the write. An id given again with a
+   * different key or partition routes elsewhere, so an append that carries
+   * ids first looks them up in the other partitions (one HMGET per
+   * partition, in parallel): a retry finds its event wherever it landed.
+   * Only two appends of one id racing into different partitions could both
+   * write; the same id with the same routing never can.
    */
   async append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]> {
     const meta = await this.#stream(stream);
     const partitions = inputs.map((i) => routePartition(stream, meta.partitions, i.partition, i.key));
     const ids = inputs.map((i) => i.id ?? uuidv7(this.#clock ?? undefined));
+    const ctx = { action: `append to stream "${stream}"`, stream, writes: true };
+    const out: (AppendOutcome | undefined)[] = new Array(inputs.length);
     const firstOf = new Map<string, number>();
+    inputs.forEach((input, i) => {
+      if (input.id !== null && !firstOf.has(input.id)) firstOf.set(input.id, i);
+    });
+    if (firstOf.size > 0 && meta.partitions > 1) {
+      const found = await this.#locate(stream, meta.partitions, [...firstOf.keys()], { ...ctx, writes: false });
+      await Promise.all(
+        [...found].map(async ([id, { partition, sequence }]) => {
+          const i = firstOf.get(id)!;
+          if (partitions[i] === partition) return; // the append script checks its own partition atomically
+          const [event] = await this.#readRange(stream, partition, sequence, ctx);
+          if (event) out[i] = { event, existed: true };
+        }),
+      );
+    }
     const byPartition = new Map<number, number[]>();
     inputs.forEach((input, i) => {
-      if (input.id !== null) {
-        if (firstOf.has(input.id)) return;
-        firstOf.set(input.id, i);
-      }
+      if (out[i] !== undefined || (input.id !== null && firstOf.get(input.id) !== i)) return;
       const p = partitions[i]!;
       let list = byPartition.get(p);
       if (!list) byPartition.set(p, (list = []));
       list.push(i);
     });
-    const out: (AppendOutcome | undefined)[] = new Array(inputs.length);
-    const ctx = { action: `append to stream "${stream}"`, stream, writes: true };
     const channel = this.#notify ? this.#keys.appendChannel(stream) : '';
     await Promise.all(
       [...byPartition].map(async ([p, indexes]) => {
@@ -279,6 +297,17 @@ export class RedisBackend implements Backend {
     if (out.some((o) => o !== undefined && !o.existed)) this.#waiters.wake(stream);
     // A repeated id in the batch yields its first occurrence's event.
     return inputs.map((input, i) => out[i] ?? { event: out[firstOf.get(input.id!)!]!.event, existed: true });
+  }
+
+  async #readRange(stream: string, partition: number, sequence: number, ctx: FailureContext): Promise<RheoEvent[]> {
+    const entries = (await this.#command(['xrange', this.#keys.partition(stream, partition).log, `${sequence}-0`, `${sequence}-0`], {
+      ...ctx,
+      writes: false,
+    })) as unknown[];
+    return entries.map((raw) => {
+      const e = entryFields(raw);
+      return decodeEvent(stream, partition, e.sequence, e.t, e.d);
+    });
   }
 
   async read(stream: string, partition: number, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
@@ -331,14 +360,16 @@ export class RedisBackend implements Backend {
     const turn = this.#rotation.get(rotationKey) ?? 0;
     this.#rotation.set(rotationKey, turn + 1);
     const start = turn % partitions.length;
-    const order = partitions.map((_, k) => partitions[(start + k) % partitions.length]!);
+    const walk = partitions.map((_, k) => partitions[(start + k) % partitions.length]!);
     const ctx = { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true };
+    // One order for the whole fetch: its spent deliveries die by partition and sequence.
+    const order = this.#nextDeathOrder();
     let plan: FetchPlan;
-    if (order.length === 1) {
-      plan = { shares: [{ partition: order[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: true }] };
+    if (walk.length === 1) {
+      plan = { shares: [{ partition: walk[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: true }] };
     } else {
       const peeks = await Promise.all(
-        order.map(async (p) => {
+        walk.map(async (p) => {
           const [sizes, more] = (await this.#group(PEEK, stream, group, p, [g.maxAttempts, request.limit, request.maxBytes], ctx)) as [number[], number];
           return { partition: p, sizes, more: more === 1 };
         }),
@@ -354,7 +385,17 @@ export class RedisBackend implements Backend {
           stream,
           group,
           share.partition,
-          [g.maxAttempts, share.claims, share.bytes, share.first ? '1' : '0', share.extraTurn ? '1' : '0', request.leaseMs, request.consumerId, ...leaseIds],
+          [
+            g.maxAttempts,
+            share.claims,
+            share.bytes,
+            share.first ? '1' : '0',
+            share.extraTurn ? '1' : '0',
+            request.leaseMs,
+            request.consumerId,
+            order,
+            ...leaseIds,
+          ],
           ctx,
         )) as [string, Array<[string, number, string, string, string]>];
         const leasedAt = Number(now);
@@ -405,6 +446,8 @@ export class RedisBackend implements Backend {
 
   async settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
     const out: SettleOutcome[] = new Array(ops.length);
+    // Dead letters of one call die in the order of its ops, across partitions too.
+    const orders = ops.map(() => this.#nextDeathOrder());
     await Promise.all(
       [...groupRefs(ops)].map(async ([, indexes]) => {
         const first = ops[indexes[0]!]!;
@@ -424,7 +467,7 @@ export class RedisBackend implements Backend {
         for (const i of indexes) {
           const op = ops[i]!;
           const reason = op.kind === 'nack' || op.kind === 'reject' ? encodeReason(op.reason) : 'n';
-          args.push(op.kind, op.sequence, op.leaseId, reason, op.kind === 'nack' ? op.delayMs : 0);
+          args.push(op.kind, op.sequence, op.leaseId, reason, op.kind === 'nack' ? op.delayMs : 0, orders[i]!);
         }
         if (first.partition >= (await this.#stream(first.stream)).partitions) {
           for (const i of indexes) out[i] = { ok: false, error: staleOf(ops[i]!) };
@@ -489,17 +532,19 @@ export class RedisBackend implements Backend {
   }
 
   /**
-   * Dead-letter ids are 30 digits: the time in ms, the partition, and a
-   * per-partition counter, so they grow in the order deliveries died
-   * (within one millisecond: by partition, then in order) and a page is a
-   * merge of each partition's next ids.
+   * Dead-letter ids are 42 digits (DEAD_LETTER_ID): the time in ms, this
+   * process's order of the call, the partition and a per-partition counter,
+   * so they grow in the order deliveries died, and a page is a merge of each
+   * partition's next ids. Deaths in one millisecond in different processes
+   * (on a cluster: on different servers, whose clocks may differ) are
+   * ordered arbitrarily, but the same way every time.
    */
   async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
     const { meta } = await this.#groupMeta(stream, group);
     const ctx = { action: `list dead letters of group "${group}" on stream "${stream}"`, stream, group, writes: false };
     let cursorPartition = -1;
     if (after !== null) {
-      cursorPartition = /^\d{30}$/.test(after) ? Number(after.slice(15, 20)) : -1;
+      cursorPartition = DEAD_LETTER_ID.test(after) ? Number(after.slice(27, 32)) : -1;
       if (cursorPartition < 0 || cursorPartition >= meta.partitions) throw cursorNotFound(stream, group, after);
     }
     const pages = await Promise.all(
@@ -556,6 +601,11 @@ export class RedisBackend implements Backend {
   }
 
   // ---- internals -------------------------------------------------------------------
+
+  #nextDeathOrder(): number {
+    this.#deathOrder = (this.#deathOrder + 1) % 1e12;
+    return this.#deathOrder;
+  }
 
   /** Connects on first use (rheo's own client) and hands out the client. */
   #ready(): Promise<RedisClientLike> {
@@ -688,6 +738,9 @@ export class RedisBackend implements Backend {
     return found;
   }
 }
+
+/** 15 digits of ms, 12 of order, 5 of partition, 10 of counter (lua/group-prelude.ts `dead`). */
+const DEAD_LETTER_ID = /^\d{42}$/;
 
 function range(n: number): number[] {
   return [...Array(n).keys()];

@@ -120,11 +120,13 @@ local function close(s, d)
   redis.call('ZREM', KT, fmt(s))
   redis.call('ZREM', KR, fmt(s))
 end
--- Dead-letter ids: 15 digits of ms, 5 of partition, 10 of a counter shared
--- by every group of the partition, so no two groups' ids are equal.
-local function dead(s, attempt, reason)
+-- Dead-letter ids: 42 digits, compared as strings: 15 of ms, 12 of the
+-- caller's order (a per-process counter, so deaths in one millisecond keep
+-- the order the calls made them in), 5 of partition and 10 of a counter
+-- shared by every group of the partition (no two groups' ids are equal).
+local function dead(s, attempt, reason, order)
   local n = redis.call('HINCRBY', KMETA, 'dlc', 1)
-  local id = string.format('%015d%05d%010d', NOW, PART, n)
+  local id = string.format('%015d%012d%05d%010d', NOW, tonumber(order), PART, n)
   redis.call('HSET', KDL, fmt(s), id .. '|' .. fmt(attempt) .. '|' .. fmt(NOW) .. '|' .. reason)
   redis.call('ZADD', KDLO, 0, id .. ':' .. fmt(s))
 end

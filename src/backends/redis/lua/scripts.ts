@@ -150,7 +150,8 @@ return { sizes, more }
  * way, and with ARGV[7] = '1' takes one more turn that only dead-letters
  * spent deliveries (the round-robin walk reached this partition again and
  * found nothing to claim). ARGV[3] maxAttempts, ARGV[8] leaseMs,
- * ARGV[9] consumer id, ARGV[10..] one fresh lease id per claim.
+ * ARGV[9] consumer id, ARGV[10] dead-letter order, ARGV[11..] one fresh
+ * lease id per claim.
  * Returns `{now, {sequence, attempt, t, z, d}...}`.
  */
 export const CLAIM = group(
@@ -169,7 +170,7 @@ while true do
   if d and d.a + 1 > maxAttempts then
     if claimed < n or extra then
       close(s, d)
-      dead(s, d.a, 'smax attempts exceeded')
+      dead(s, d.a, 'smax attempts exceeded', ARGV[10])
     else
       break
     end
@@ -181,7 +182,7 @@ while true do
     bytes = bytes + z
     d = take(s, d)
     claimed = claimed + 1
-    lease(s, d, ARGV[9 + claimed], consumer, NOW + leaseMs)
+    lease(s, d, ARGV[10 + claimed], consumer, NOW + leaseMs)
     out[#out + 1] = { fmt(s), d.a, e[2], e[4], e[6] }
   end
 end
@@ -214,7 +215,7 @@ return { fmt(NOW), out }
 
 /**
  * ARGV[3] maxAttempts; then per op: kind, sequence, lease id, reason
- * (`n` or `s<text>`), delayMs. Each op is fenced by its lease id; returns
+ * (`n` or `s<text>`), delayMs, dead-letter order. Each op is fenced by its lease id; returns
  * 1 (applied) or 0 (stale, nothing changed) per op.
  */
 export const SETTLE = group(
@@ -222,7 +223,7 @@ export const SETTLE = group(
   `
 local maxAttempts = tonumber(ARGV[3])
 local out = {}
-for i = 4, #ARGV, 5 do
+for i = 4, #ARGV, 6 do
   local kind, s, lid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local d = dget(s)
   if not d or d.s ~= 'L' or d.lid ~= lid then
@@ -234,13 +235,13 @@ for i = 4, #ARGV, 5 do
     elseif kind == 'nack' then
       if d.a >= maxAttempts then
         close(s, d)
-        dead(s, d.a, ARGV[i + 3])
+        dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
       else
         pending(s, d, NOW + tonumber(ARGV[i + 4]))
       end
     elseif kind == 'reject' then
       close(s, d)
-      dead(s, d.a, ARGV[i + 3])
+      dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
     else
       d.a = d.a - 1
       pending(s, d, NOW)
