@@ -163,9 +163,27 @@ local force, extra, leaseMs, consumer = ARGV[6] == '1', ARGV[7] == '1', tonumber
 promote()
 local h = high()
 local out = {}
-local claimed, bytes = 0, 0
+local claimed, bytes, leased = 0, 0, 0
+local expires = NOW + leaseMs
+-- Fast path for never-offered sequences: with nothing held and nothing open
+-- above the cursor, the next new sequence is always cursor + 1, so the cursor
+-- is kept here and written once, and each claim is one HSET and two ZADDs.
+local top = redis.call('ZRANGE', KO, -1, -1)[1]
+local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= cursor())
+local c = cursor()
 while true do
-  local s, d = next_claimable(h)
+  local s, d
+  if simple then
+    local r = redis.call('ZRANGE', KR, 0, 0)[1]
+    if r and tonumber(r) < c + 1 then
+      s = tonumber(r)
+      d = dget(s)
+    elseif c + 1 <= h then
+      s = c + 1
+    end
+  else
+    s, d = next_claimable(h)
+  end
   if not s then break end
   if d and d.a + 1 > maxAttempts then
     if claimed < n or extra then
@@ -180,12 +198,30 @@ while true do
     local z = tonumber(e[4])
     if bytes + z > cap and not (force and claimed == 0) then break end
     bytes = bytes + z
-    d = take(s, d)
     claimed = claimed + 1
-    lease(s, d, ARGV[10 + claimed], consumer, NOW + leaseMs)
-    out[#out + 1] = { fmt(s), d.a, e[2], e[4], e[6] }
+    local lid = ARGV[10 + claimed]
+    local attempt
+    if d then
+      d = take(s, d)
+      lease(s, d, lid, consumer, expires)
+      attempt = d.a
+    elseif simple then
+      c = s
+      attempt = 1
+      redis.call('HSET', KD, fmt(s), 'L|1|' .. fmt(NOW) .. '|' .. fmt(expires) .. '|' .. lid .. '|' .. consumer)
+      redis.call('ZADD', KO, fmt(s), fmt(s))
+      redis.call('ZADD', KT, fmt(expires), fmt(s))
+      leased = leased + 1
+    else
+      d = take(s, nil)
+      lease(s, d, lid, consumer, expires)
+      attempt = d.a
+    end
+    out[#out + 1] = { fmt(s), attempt, e[2], e[4], e[6] }
   end
 end
+if simple and c ~= cursor() then redis.call('HSET', KST, 'cursor', fmt(c)) end
+if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
 return { fmt(NOW), out }
 `,
 );
@@ -223,15 +259,21 @@ export const SETTLE = group(
   `
 local maxAttempts = tonumber(ARGV[3])
 local out = {}
+-- Acks are applied together after the loop (one HDEL and three ZREMs for the
+-- batch); until then \`gone\` makes a repeated op in the batch see them settled.
+local gone, acked, leasedAcked = {}, {}, 0
 for i = 4, #ARGV, 6 do
   local kind, s, lid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
-  local d = dget(s)
+  local d = nil
+  if not gone[s] then d = dget(s) end
   if not d or d.s ~= 'L' or d.lid ~= lid then
     out[#out + 1] = 0
   else
     out[#out + 1] = 1
     if kind == 'ack' then
-      close(s, d)
+      gone[s] = true
+      acked[#acked + 1] = fmt(s)
+      leasedAcked = leasedAcked + 1
     elseif kind == 'nack' then
       if d.a >= maxAttempts then
         close(s, d)
@@ -248,6 +290,14 @@ for i = 4, #ARGV, 6 do
     end
   end
 end
+for i = 1, #acked, 1000 do
+  local chunk = { unpack(acked, i, math.min(i + 999, #acked)) }
+  redis.call('HDEL', KD, unpack(chunk))
+  redis.call('ZREM', KO, unpack(chunk))
+  redis.call('ZREM', KT, unpack(chunk))
+  redis.call('ZREM', KR, unpack(chunk))
+end
+if leasedAcked > 0 then redis.call('HINCRBY', KST, 'leased', -leasedAcked) end
 return out
 `,
 );
