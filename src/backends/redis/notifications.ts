@@ -69,10 +69,12 @@ export class AppendWaiters {
       }
       this.#subscriber = sub;
       sub.on('pmessage', ((_pattern: string, channel: string) => this.#wake(channel)) as (...args: unknown[]) => void);
-      // ioredis re-subscribes by itself after a reconnect.
       await sub.call('psubscribe', this.#pattern);
-      // An append between the first wait and the subscription went unheard: let every waiter look again.
-      for (const stream of [...this.#waiters.keys()]) this.wake(stream);
+      // ioredis re-subscribes by itself after a reconnect; appends while the
+      // connection was down went unheard, so every waiter looks again.
+      sub.on('ready', () => {
+        for (const stream of [...this.#waiters.keys()]) this.wake(stream);
+      });
     })().catch(() => {
       // Down now: waits fall back to their timeout, and the next wait tries again.
       const sub = this.#subscriber;
