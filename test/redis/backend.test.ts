@@ -135,3 +135,19 @@ describe('redis backend: scripts, time and wakeups', () => {
     }
   });
 });
+
+describe('redis backend: time lookups', () => {
+  it('notices timestamps going backwards before 1970 too, so startAt scans instead of binary-searching', async () => {
+    const backend = ownRedisBackend(redis());
+    const rheo = createRheo({ backend });
+    await rheo.migrate();
+    await rheo.createStream('s');
+    await rheo.append('s', { payload: 1, timestamp: new Date(-2000) });
+    await rheo.append('s', { payload: 2, timestamp: new Date(-3000) });
+    // The first event at or after -2500 is sequence 1; a binary search over
+    // these out-of-order timestamps would find none.
+    await rheo.createGroup('s', 'g', { startAt: new Date(-2500) });
+    expect((await rheo.fetch('s', 'g', { limit: 10 })).map((l) => l.event.sequence)).toEqual([1, 2]);
+    await rheo.close();
+  });
+});

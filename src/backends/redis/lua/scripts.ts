@@ -30,7 +30,8 @@ export const APPEND: LuaScript = {
 local KLOG, KMETA, KIDS = KEYS[1], KEYS[2], KEYS[3]
 local function fmt(n) return string.format('%d', n) end
 local h = tonumber(redis.call('HGET', KMETA, 'hw') or '0')
-local last = tonumber(redis.call('HGET', KMETA, 'last') or '-1')
+local last = redis.call('HGET', KMETA, 'last')
+if last then last = tonumber(last) end
 local mono = redis.call('HGET', KMETA, 'mono') ~= '0'
 local out = {}
 local added = 0
@@ -44,7 +45,7 @@ for i = 2, #ARGV, 5 do
   else
     h = h + 1
     local ts = tonumber(ARGV[i + 2])
-    if last >= 0 and ts < last then mono = false end
+    if last and ts < last then mono = false end
     last = ts
     redis.call('XADD', KLOG, fmt(h) .. '-0', 't', ARGV[i + 2], 'z', ARGV[i + 3], 'd', ARGV[i + 4])
     redis.call('HSET', KIDS, id, fmt(h))
