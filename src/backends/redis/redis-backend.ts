@@ -60,6 +60,11 @@ export interface RedisBackendOptions {
 
 export type RedisBackendConfig = RedisConnection & RedisBackendOptions;
 
+/** A first connection (a cluster's included: slots discovered) that takes longer fails with backend_unavailable. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** close() waits this long for QUIT before dropping the socket. */
+const QUIT_TIMEOUT_MS = 2_000;
+
 /** Schema version migrate() records; ping() reports it. */
 const SCHEMA_VERSION = 1;
 
@@ -153,11 +158,12 @@ export class RedisBackend implements Backend {
     const owned = this.#owned;
     this.#owned = null;
     if (owned) {
-      try {
-        await owned.quit();
-      } catch {
-        owned.disconnect();
-      }
+      // QUIT lets replies in flight arrive; a server that does not answer
+      // must not hold close() up, so the socket is dropped after a bound.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([owned.quit().catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, QUIT_TIMEOUT_MS)))]);
+      clearTimeout(timer);
+      owned.disconnect();
     }
   }
 
@@ -619,7 +625,15 @@ export class RedisBackend implements Backend {
       client.on('error', () => {});
       this.#owned = client;
       try {
-        await client.connect();
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`connect timed out after ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+        });
+        try {
+          await Promise.race([client.connect(), timeout]);
+        } finally {
+          clearTimeout(timer);
+        }
       } catch (error) {
         this.#owned = null;
         client.disconnect();
