@@ -1,3 +1,4 @@
+import { cp } from 'node:fs/promises';
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
@@ -14,4 +15,13 @@ export default defineConfig({
   // bundling its own copy of the core made errors from `rheo/postgres` fail
   // `instanceof RheoError` and lose their codes inside the facade.
   splitting: true,
+  // `import.meta.url` in the CommonJS build (the optional OpenTelemetry API is
+  // required relative to rheo, and the dashboard finds its static files next
+  // to it): tsup substitutes the module's own file URL there.
+  shims: true,
+  // The dashboard's page, script and styles ship as plain files next to the
+  // bundle (src/dashboard/dashboard-handler.ts looks for them there).
+  onSuccess: async () => {
+    await cp('src/dashboard/assets', 'dist/dashboard', { recursive: true });
+  },
 });

@@ -24,8 +24,10 @@ import { formatNumber } from './lib/stats.js';
 import { APPEND, appendScenario } from './scenarios/append.js';
 import { CONSUME, CONSUME_SETTINGS, consumeCase, consumeScenario, fetchLoopCase, producerCase } from './scenarios/consume.js';
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
+import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
 import { REDIS, REDIS_CASES, redisScenario } from './scenarios/redis.js';
+import { RETENTION, RETENTION_CASES, retentionScenario } from './scenarios/retention.js';
 import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
 import { STREAMS, STREAMS_CASES, streamsScenario } from './scenarios/streams.js';
 
@@ -39,6 +41,8 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'latency', run: latencyScenario },
   { id: 'scaling', run: scalingScenario },
   { id: 'redis', run: redisScenario },
+  { id: 'retention', run: retentionScenario },
+  { id: 'partitions', run: partitionsScenario },
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null } {
@@ -50,7 +54,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
     else if (arg.startsWith('--runs=')) runs = Number(arg.slice('--runs='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,partitions]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -179,9 +183,24 @@ function derive(ctx: BenchContext): void {
     if (small && large) pair(SCALING, scalingCase(kind, 'large ÷ 1k backlog throughput'), large, small);
     if (large && dl) pair(SCALING, scalingCase(kind, 'with dead letters ÷ without throughput'), dl, large);
   }
+  pair(PARTITIONS, PARTITION_DERIVED.oneVsRaw, PARTITION_CASES.one, PARTITION_CASES.raw);
+  pair(PARTITIONS, PARTITION_DERIVED.twoVsOne, PARTITION_CASES.two, PARTITION_CASES.one);
+  // Across scenarios: run i of each, both in this run on this server.
+  const graphile = ctx.metrics.get(`${PEERS}\u0000${PEER_CASES.graphile}`);
+  const one = ctx.metrics.get(`${PARTITIONS}\u0000${PARTITION_CASES.one}`);
+  if (graphile && one) {
+    const n = Math.min(graphile.samples.length, one.samples.length);
+    for (let i = 0; i < n; i++) ctx.record(PARTITIONS, PARTITION_DERIVED.oneVsGraphile, 'x', one.samples[i]! / graphile.samples[i]!);
+  }
 }
 
-const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, REDIS];
+const PARTITION_DERIVED = {
+  oneVsRaw: 'partition mode, 1 process ÷ raw log ceiling',
+  twoVsOne: 'partition mode, 2 processes ÷ 1 process',
+  oneVsGraphile: 'partition mode, 1 process ÷ graphile-worker',
+};
+
+const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, PARTITIONS, REDIS];
 
 function ordered(rows: MetricSummary[]): MetricSummary[] {
   return [...rows].sort((a, b) => SCENARIO_ORDER.indexOf(a.scenario) - SCENARIO_ORDER.indexOf(b.scenario));
@@ -217,6 +236,10 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('1M backlog throughput ≥ 0.75× 1k backlog (PostgreSQL)', SCALING, scalingCase('postgres', 'large ÷ 1k backlog throughput'), 0.75);
   ratio('dead letters do not slow fetch: ≥ 0.75× (PostgreSQL)', SCALING, scalingCase('postgres', 'with dead letters ÷ without throughput'), 0.75);
   ratio('memory end to end ≥ 0.4× bare streams', STREAMS, STREAMS_CASES.ratio, 0.4);
+  ratio('append + consume while trimming ≥ 0.8× without (PostgreSQL)', RETENTION, RETENTION_CASES.ratio, 0.8);
+  ratio('partition mode, 1 process ≥ 3× graphile-worker', PARTITIONS, PARTITION_DERIVED.oneVsGraphile, 3);
+  ratio('partition mode, 1 process ≥ 0.7× raw log ceiling', PARTITIONS, PARTITION_DERIVED.oneVsRaw, 0.7);
+  ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);
   return out;
 }
 

@@ -34,7 +34,7 @@ export async function run(rheo: Rheo, log: Log): Promise<FailureMappingResult> {
   const sink = createLeaseSink<Job>({
     producer,
     concurrency: 2,
-    handle: (lease) => {
+    handler: (lease) => {
       const { job } = lease.event.payload;
       attempts[job] = lease.attempt;
       const last = job === 'ok' || job === 'poison' || lease.attempt >= 2;
@@ -73,7 +73,7 @@ export async function run(rheo: Rheo, log: Log): Promise<FailureMappingResult> {
       producer: batchProducer,
       batchSize: 3,
       batchTimeoutMs: 50,
-      handleBatch: (leases) =>
+      handler: (leases) =>
         leases.map((lease) => {
           const { row } = lease.event.payload;
           if (row === 'c') return { reject: 'violates schema' };

@@ -1,10 +1,13 @@
 export { createRheo, Rheo } from './rheo.js';
-export type { RheoOptions, RheoDefaults, SettleRequest } from './rheo.js';
+export type { RheoOptions, RheoDefaults, RetentionTrimmerOptions, SettleRequest } from './rheo.js';
+export type { BackgroundTrimmer, TrimmerOptions } from './retention/background-trimmer.js';
 export type { RheoLimits } from './core/limits.js';
 export { RheoError, isRheoError, RHEO_ERROR_CODES } from './core/errors.js';
 export type { RheoErrorCode, RheoErrorDetails } from './core/errors.js';
 export { ManualClock, systemClock } from './core/clock.js';
 export type { Clock } from './core/clock.js';
+export { silentLogger } from './core/logger.js';
+export type { Logger, LogFields, LogLevel } from './core/logger.js';
 export { murmur2, partitionForKey } from './core/partitioner.js';
 export { uuidv7 } from './core/ids.js';
 export { memoryBackend } from './backends/memory/memory-backend.js';
@@ -36,9 +39,9 @@ export type { BackoffOptions } from './producer/backoff.js';
 export { systemTimers } from './producer/timers.js';
 export type { Timers, ScheduledTimer } from './producer/timers.js';
 export { createLeaseSink, LeaseSink } from './sinks/lease-sink.js';
-export type { LeaseSinkOptions, LeaseHandlerContext } from './sinks/lease-sink.js';
+export type { LeaseSinkOptions, LeaseSinkTuning, LeaseHandler, LeaseHandlerContext } from './sinks/lease-sink.js';
 export { createBatchSink, BatchSink } from './sinks/batch-sink.js';
-export type { BatchSinkOptions, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
+export type { BatchSinkOptions, BatchSinkTuning, BatchHandler, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
 export type {
   LeaseOutcome,
   Settlement,
@@ -74,7 +77,19 @@ export type {
   ConsumerStats,
   ConsumerState,
 } from './consumer/consumer-types.js';
+export { PartitionConsumer } from './consumer/partition-consumer.js';
+export type { PartitionConsumerStats, PartitionConsumerEventMap, OwnershipErrorEvent } from './consumer/partition-consumer.js';
+export type {
+  PartitionConsumeOptions,
+  PartitionHandler,
+  PartitionHandlerContext,
+  PartitionSource,
+} from './consumer/partition-options.js';
+export type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from './core/ownership-arguments.js';
+export { assignPartitions } from './core/assignor.js';
 export { RHEO_EVENT_NAMES, channelName } from './observability/diagnostics.js';
+export { WARNING_CHANNEL } from './observability/same-group-warning.js';
+export type { RheoWarning } from './observability/same-group-warning.js';
 export type {
   LeaseEventInfo,
   LeaseEvent,
@@ -92,4 +107,16 @@ export type {
   ConsumerEventMap,
   RenewErrorEvent,
   WithLeaseId,
+  MemberJoinEvent,
+  MemberLeaveEvent,
+  RebalanceEvent,
 } from './observability/lease-events.js';
+export {
+  createDashboardHandler,
+  startDashboard,
+  DASHBOARD_WRITE_HEADER,
+  type DashboardHandler,
+  type DashboardOptions,
+  type DashboardServerOptions,
+  type RunningDashboard,
+} from './dashboard/index.js';

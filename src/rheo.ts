@@ -1,4 +1,15 @@
-import type { AppendOutcome, Backend, BackendCapabilities, LeaseRef, SettleOp } from './core/backend.js';
+import type { AppendOutcome, Backend, BackendCapabilities, GroupMembership, LeaseRef, MemberView, SettleOp, TrimReport } from './core/backend.js';
+import { requireCapability } from './core/capabilities.js';
+import {
+  assertDistinctPartitions,
+  assertMemberId,
+  commitOp,
+  heartbeatRequest,
+  ownershipFence,
+  type CommitInput,
+  type HeartbeatOptions,
+  type OwnershipFenceInput,
+} from './core/ownership-arguments.js';
 import type { PingResult } from './core/health.js';
 import { queryPages } from './core/query-pages.js';
 import {
@@ -13,11 +24,14 @@ import {
   normalizePartitions,
   normalizeQuery,
   normalizeReplay,
+  normalizeRetention,
   normalizeStart,
+  normalizeTrim,
   prepareAppend,
   settleOp,
 } from './core/arguments.js';
 import { systemClock, type Clock } from './core/clock.js';
+import { callScope, runCancellable, type CallScope, type CallTarget } from './core/call-options.js';
 import {
   DEFAULT_MAX_BATCH_BYTES,
   DEFAULT_MAX_EVENT_BYTES,
@@ -26,15 +40,20 @@ import {
   type RheoLimits,
 } from './core/limits.js';
 import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
+import { resolveLogger, silentLogger, type Logger } from './core/logger.js';
+import { attachTelemetry, createTelemetry, type RheoTelemetry } from './observability/telemetry.js';
 import type {
   AppendInput,
   AppendedEvent,
+  CallOptions,
   DeadLetter,
+  DeleteOptions,
   DeadLetterOptions,
   FetchOptions,
   GroupInfo,
   GroupOptions,
   JsonValue,
+  LagOptions,
   LagReport,
   Lease,
   NackOptions,
@@ -49,8 +68,10 @@ import type {
   RheoEvent,
   SettleRequest,
   SettleResult,
+  Retention,
   StreamInfo,
   StreamOptions,
+  TrimOptions,
 } from './core/types.js';
 import { assertName, assertString, describe, optionalInteger } from './core/validation.js';
 import { memoryBackend } from './backends/memory/memory-backend.js';
@@ -58,6 +79,11 @@ import { RheoProducer } from './producer/rheo-producer.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
+import { BackgroundTrimmer } from './retention/background-trimmer.js';
+import { DEFAULT_TRIM_BATCH, trimInBatches } from './retention/trim-batches.js';
+import { PartitionConsumer } from './consumer/partition-consumer.js';
+import type { PartitionConsumeOptions } from './consumer/partition-options.js';
+import { trackGroupReader } from './observability/same-group-warning.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -81,6 +107,32 @@ export interface RheoOptions {
   clock?: Clock;
   /** Event and batch size limits (core/limits.ts); defaults 1 MiB per event, 64 MiB per batch. */
   limits?: Partial<RheoLimits>;
+  /**
+   * A pino-compatible logger (`debug/info/warn/error(fields, message)`) for
+   * what happens outside any call's answer: fetch failures and their
+   * backoff, renewal failures, lost leases, failed settles, handler
+   * failures, consumer stops, dropped and reopened connections, applied
+   * migrations. Default: silent.
+   */
+  logger?: Logger;
+  /**
+   * OpenTelemetry spans and metrics (README, "Observability") when
+   * `@opentelemetry/api` is installed; providers registered with the API are
+   * used. `false` keeps this instance from loading or reporting anything.
+   * Default `true`.
+   */
+  telemetry?: boolean;
+  /** The background trimmer (docs/semantics.md, "Background trimming"). */
+  retention?: Partial<RetentionTrimmerOptions>;
+}
+
+export interface RetentionTrimmerOptions {
+  /** Run the background trimmer at all. Default true. */
+  enabled: boolean;
+  /** Time between passes over the streams that have retention. Default 60 s. */
+  intervalMs: number;
+  /** Events deleted per backend call (one short transaction on PostgreSQL). Default 10,000. */
+  batchSize: number;
 }
 
 export type { SettleRequest } from './core/types.js';
@@ -100,6 +152,12 @@ export class Rheo {
   /** How to end each producer and consumer this instance made; `close()` runs them all. */
   readonly #attached = new Set<() => Promise<void>>();
   readonly limits: Readonly<RheoLimits>;
+  /** The background trimmer; `null` when disabled. `runOnce()` runs a pass now. */
+  readonly trimmer: BackgroundTrimmer | null;
+  readonly #trimBatchSize: number;
+  /** Where rheo's own diagnostics go (`options.logger`; silent by default). */
+  readonly logger: Logger;
+  readonly #telemetry: RheoTelemetry | null;
   #closed = false;
   /** Settles outlive `#closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
@@ -131,16 +189,36 @@ export class Rheo {
         max: MAX_CONFIGURABLE_BYTES,
       }),
     });
+    const r = options.retention ?? {};
+    assertOptions('retention', r);
+    if (r.enabled !== undefined && typeof r.enabled !== 'boolean') {
+      throw invalidArgument(`retention.enabled must be a boolean, got ${describe(r.enabled)}`);
+    }
+    const intervalMs = optionalInteger('retention.intervalMs', r.intervalMs, 60_000, { min: 1, max: 2_147_483_647 });
+    const batchSize = optionalInteger('retention.batchSize', r.batchSize, DEFAULT_TRIM_BATCH, { min: 1, max: 1_000_000 });
+    this.#trimBatchSize = batchSize;
+    if (options.telemetry !== undefined && typeof options.telemetry !== 'boolean') {
+      throw invalidArgument(`telemetry must be true or false, got ${describe(options.telemetry)}`);
+    }
+    this.logger = resolveLogger(options.logger);
     this.backend = options.backend ?? memoryBackend({ clock: this.clock });
+    if (this.logger !== silentLogger) this.backend.useLogger?.(this.logger);
+    this.#telemetry = options.telemetry === false ? null : createTelemetry(this.clock, (stream, group) => this.backend.lag(stream, group));
+    attachTelemetry(this, this.#telemetry);
+    // Last: nothing after this may throw, or the constructor would leave a timer behind.
+    this.trimmer =
+      r.enabled === false ? null : new BackgroundTrimmer(this.backend, { intervalMs, batchSize, maxBatchesPerPass: 100 });
+    this.trimmer?.start();
   }
 
   get closed(): boolean {
     return this.#closed;
   }
 
-  async migrate(): Promise<void> {
+  async migrate(options: CallOptions = {}): Promise<void> {
     this.#assertOpen();
-    await this.#call(() => this.backend.migrate());
+    const scope = this.#scope('migrate options', options);
+    await this.#call(() => this.backend.migrate(), scope, { action: 'migrate', writes: true });
   }
 
   /** What the backend supports (read-only); see `BackendCapabilities`. */
@@ -153,10 +231,11 @@ export class Rheo {
    * timed on the monotonic clock, never the injectable one, which a test
    * may hold still. An unreachable store is `backend_unavailable`.
    */
-  async ping(): Promise<PingResult> {
+  async ping(options: CallOptions = {}): Promise<PingResult> {
     this.#assertOpen();
+    const scope = this.#scope('ping options', options);
     const started = performance.now();
-    const schemaVersion = await this.#call(() => this.backend.ping());
+    const schemaVersion = await this.#call(() => this.backend.ping(), scope, { action: 'ping', writes: false });
     return { backend: this.backend.name, roundTripMs: performance.now() - started, schemaVersion };
   }
 
@@ -178,9 +257,10 @@ export class Rheo {
   async #shutdown(): Promise<void> {
     this.#closed = true;
     try {
-      await Promise.allSettled([...this.#attached].map((end) => end()));
+      await Promise.allSettled([...[...this.#attached].map((end) => end()), this.trimmer?.close()]);
     } finally {
       this.#settlesClosed = true;
+      this.#telemetry?.close();
       await this.backend.close();
     }
   }
@@ -196,12 +276,67 @@ export class Rheo {
     assertName('stream', name);
     assertOptions('createStream options', options);
     const partitions = optionalInteger('partitions', options.partitions, 1, { min: 1, max: MAX_PARTITIONS });
-    await this.#call(() => this.backend.createStream(name, partitions));
+    const retention = options.retention === undefined ? null : normalizeRetention(options.retention);
+    await this.#call(() => this.backend.createStream(name, partitions, retention), this.#scope('createStream options', options), {
+      action: `create stream "${name}"`,
+      writes: true,
+      stream: name,
+    });
   }
 
-  async listStreams(): Promise<StreamInfo[]> {
+  /**
+   * Sets (or with `null` clears) the stream's retention; the background
+   * trimmer applies it. See docs/semantics.md, "Retention".
+   */
+  async setRetention(stream: string, retention: Retention | null, options: CallOptions = {}): Promise<void> {
     this.#assertOpen();
-    return this.#call(() => this.backend.listStreams());
+    assertName('stream', stream);
+    const policy = normalizeRetention(retention);
+    const scope = this.#scope('setRetention options', options);
+    await this.#call(() => this.backend.setRetention(stream, policy), scope, { action: `set retention of stream "${stream}"`, writes: true, stream });
+  }
+
+  /**
+   * Deletes events from the front of each partition: those `before` a time
+   * and/or beyond the newest `keep` per partition, or what the stream's
+   * retention allows when neither is given; only what every group has settled
+   * unless `force`. Runs in bounded batches until nothing more may go.
+   */
+  async trim(stream: string, options: TrimOptions = {}): Promise<TrimReport> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    const request = normalizeTrim(options);
+    const scope = this.#scope('trim options', options);
+    return this.#call(() => trimInBatches(this.backend, stream, { ...request, limit: this.#trimBatchSize }), scope, {
+      action: `trim stream "${stream}"`,
+      writes: true,
+      stream,
+    });
+  }
+
+  /** Deletes a group's progress, leases and dead letters. Requires `{ confirm: true }`. */
+  async deleteGroup(stream: string, group: string, options: DeleteOptions): Promise<void> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    assertConfirmed(options, `deleteGroup on stream "${stream}", group "${group}" deletes the group's progress and dead letters`, { stream, group });
+    const scope = this.#scope('deleteGroup options', options);
+    await this.#call(() => this.backend.deleteGroup(stream, group), scope, { action: `delete group "${group}" of stream "${stream}"`, writes: true, stream, group });
+  }
+
+  /** Deletes a stream with its events and groups; the name can be created again. Requires `{ confirm: true }`. */
+  async deleteStream(stream: string, options: DeleteOptions): Promise<void> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertConfirmed(options, `deleteStream on stream "${stream}" deletes its events and every group`, { stream });
+    const scope = this.#scope('deleteStream options', options);
+    await this.#call(() => this.backend.deleteStream(stream), scope, { action: `delete stream "${stream}"`, writes: true, stream });
+  }
+
+  async listStreams(options: CallOptions = {}): Promise<StreamInfo[]> {
+    this.#assertOpen();
+    const scope = this.#scope('listStreams options', options);
+    return this.#call(() => this.backend.listStreams(), scope, { action: 'list streams', writes: false });
   }
 
   async createGroup(stream: string, group: string, options: GroupOptions = {}): Promise<void> {
@@ -214,33 +349,57 @@ export class Rheo {
       min: 1,
       max: 1_000_000,
     });
-    await this.#call(() => this.backend.createGroup(stream, group, { start, maxAttempts }));
+    const partitions = normalizePartitions(options.partitions);
+    await this.#call(
+      () => this.backend.createGroup(stream, group, { start, maxAttempts, partitions }),
+      this.#scope('createGroup options', options),
+      { action: `create group "${group}" on stream "${stream}"`, writes: true, stream, group },
+    );
   }
 
-  async listGroups(stream: string): Promise<string[]> {
+  async listGroups(stream: string, options: CallOptions = {}): Promise<string[]> {
     this.#assertOpen();
     assertName('stream', stream);
-    return this.#call(() => this.backend.listGroups(stream));
+    const scope = this.#scope('listGroups options', options);
+    return this.#call(() => this.backend.listGroups(stream), scope, { action: `list groups of stream "${stream}"`, writes: false, stream });
   }
 
-  async groupInfo(stream: string, group: string): Promise<GroupInfo> {
+  async groupInfo(stream: string, group: string, options: CallOptions = {}): Promise<GroupInfo> {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    return this.#call(() => this.backend.groupInfo(stream, group));
+    const scope = this.#scope('groupInfo options', options);
+    const info = await this.#call(() => this.backend.groupInfo(stream, group), scope, {
+      action: `describe group "${group}" of stream "${stream}"`,
+      writes: false,
+      stream,
+      group,
+    });
+    const membership = await this.#membershipIfOwned(stream, group);
+    return membership ? { ...info, membership } : info;
   }
 
   // ---- the log ------------------------------------------------------------
 
   /** Resolves to the stored event with `existed`: whether an event with the input's `id` was already stored. */
-  async append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>): Promise<AppendedEvent<T>> {
+  async append<T extends JsonValue = JsonValue>(
+    stream: string,
+    input: AppendInput<T>,
+    options: CallOptions = {},
+  ): Promise<AppendedEvent<T>> {
     this.#assertOpen();
     assertName('stream', stream);
     const prepared = prepareAppend(this.clock, input, 'append input', {
       stream,
       maxEventBytes: this.limits.maxEventBytes,
     });
-    const [outcome] = await this.#call(() => this.backend.append(stream, [prepared]));
+    const scope = this.#scope('append options', options);
+    const [outcome] = await this.#traced(
+      this.#telemetry?.send(stream, [prepared], this.limits),
+      () => this.backend.append(stream, [prepared]),
+      scope,
+      { action: `append to stream "${stream}"`, writes: true, stream },
+    );
     if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
     return appended<T>(outcome);
   }
@@ -252,16 +411,23 @@ export class Rheo {
   async appendBatch<T extends JsonValue = JsonValue>(
     stream: string,
     inputs: AppendInput<T>[],
+    options: CallOptions = {},
   ): Promise<AppendedEvent<T>[]> {
     this.#assertOpen();
     assertName('stream', stream);
+    const scope = this.#scope('appendBatch options', options);
     if (!Array.isArray(inputs)) throw invalidArgument(`appendBatch expects an array of inputs, got ${describe(inputs)}`);
     if (inputs.length > 100_000) throw invalidArgument('appendBatch accepts at most 100000 inputs per call');
     const limits = { stream, maxEventBytes: this.limits.maxEventBytes };
     const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`, limits));
     if (prepared.length === 0) return [];
     assertBatchSize(stream, prepared, this.limits.maxBatchBytes);
-    const outcomes = await this.#call(() => this.backend.append(stream, prepared));
+    const outcomes = await this.#traced(
+      this.#telemetry?.send(stream, prepared, this.limits),
+      () => this.backend.append(stream, prepared),
+      scope,
+      { action: `append a batch to stream "${stream}"`, writes: true, stream },
+    );
     return outcomes.map((outcome) => appended<T>(outcome));
   }
 
@@ -273,7 +439,12 @@ export class Rheo {
     const after = optionalInteger('after', options.after, 0);
     const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() => this.backend.read(stream, partition, after, limit, maxBytes))) as RheoEvent<T>[];
+    const scope = this.#scope('read options', options);
+    return (await this.#call(() => this.backend.read(stream, partition, after, limit, maxBytes), scope, {
+      action: `read stream "${stream}"`,
+      writes: false,
+      stream,
+    })) as RheoEvent<T>[];
   }
 
   async query<T extends JsonValue = JsonValue>(stream: string, options: QueryOptions = {}): Promise<QueryResult<T>> {
@@ -281,7 +452,12 @@ export class Rheo {
     assertName('stream', stream);
     assertOptions('query options', options);
     const q = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
-    return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
+    const scope = this.#scope('query options', options);
+    return (await this.#call(() => this.backend.query(stream, q), scope, {
+      action: `query stream "${stream}"`,
+      writes: false,
+      stream,
+    })) as QueryResult<T>;
   }
 
   /**
@@ -296,9 +472,11 @@ export class Rheo {
     assertName('stream', stream);
     assertOptions('query options', options);
     const first = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
+    const scope = this.#scope('query options', options);
+    const target = { action: `query stream "${stream}"`, writes: false, stream };
     return queryPages<T>(first, async (q) => {
       this.#assertOpen();
-      return (await this.#call(() => this.backend.query(stream, q))) as QueryResult<T>;
+      return (await this.#call(() => this.backend.query(stream, q), scope, target)) as QueryResult<T>;
     }, stream);
   }
 
@@ -313,7 +491,11 @@ export class Rheo {
     const producer = new RheoProducer<T>(this, options);
     const end = (): Promise<void> => endProducer(producer);
     this.#attached.add(end);
-    producer.once('close', () => this.#attached.delete(end));
+    const untrack = trackGroupReader(this.backend, producer.stream, producer.group, 'producer');
+    producer.once('close', () => {
+      this.#attached.delete(end);
+      untrack();
+    });
     return producer;
   }
 
@@ -322,16 +504,37 @@ export class Rheo {
    * bounded concurrency, lease renewal, optional per-key ordering and
    * timeouts, and settles by the handler's outcome. Returns the `Consumer`
    * at once (options are validated synchronously); `consumer.stop()` drains.
+   *
+   * With `assignment: 'partitions'` the process joins the group as a member
+   * of partition ownership instead (Kafka's model, DESIGN.md §7): it owns a
+   * share of the partitions, handles each in sequence order and commits once
+   * per batch; the returned `PartitionConsumer` leaves the group on `stop()`.
    */
-  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T> {
+  consume<T extends JsonValue = JsonValue>(options: PartitionConsumeOptions<T>): PartitionConsumer<T>;
+  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T>): Consumer<T>;
+  consume<T extends JsonValue = JsonValue>(options: ConsumeOptions<T> | PartitionConsumeOptions<T>): Consumer<T> | PartitionConsumer<T> {
     this.#assertOpen();
-    const consumer = createConsumer<T>(this, options);
+    const assignment = options !== null && typeof options === 'object' ? (options as { assignment?: unknown }).assignment : undefined;
+    if (assignment !== undefined && assignment !== 'partitions' && assignment !== 'leases') {
+      throw invalidArgument(`consume assignment must be 'leases' (competing consumers, the default) or 'partitions', got ${describe(assignment)}`);
+    }
+    if (assignment === 'partitions') {
+      requireCapability(this.backend, 'partitionOwnership', "consume({ assignment: 'partitions' })");
+      const consumer = new PartitionConsumer<T>(this, options as PartitionConsumeOptions<T>);
+      const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
+      this.#attached.add(end);
+      void consumer.done.then(() => this.#attached.delete(end));
+      return consumer;
+    }
+    const consumer = createConsumer<T>(this, options as ConsumeOptions<T>);
     const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
     this.#attached.add(end);
-    consumer.done.then(
-      () => this.#attached.delete(end),
-      () => this.#attached.delete(end),
-    );
+    const untrack = trackGroupReader(this.backend, consumer.stream, consumer.group, 'consumer');
+    const ended = (): void => {
+      this.#attached.delete(end);
+      untrack();
+    };
+    consumer.done.then(ended, ended);
     return consumer;
   }
 
@@ -353,8 +556,12 @@ export class Rheo {
     }
     const partitions = normalizePartitions(options.partitions);
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() =>
-      this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }),
+    const scope = this.#scope('fetch options', options);
+    return (await this.#traced(
+      this.#telemetry?.receive(stream, group, consumerId),
+      () => this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }),
+      scope,
+      { action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group },
     )) as Lease<T>[];
   }
 
@@ -364,7 +571,8 @@ export class Rheo {
     const { ref, copy } = renewable(lease, 'renew');
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
-    const [result] = await this.#call(() => this.backend.renew([ref], leaseMs));
+    const scope = this.#scope('renew options', options);
+    const [result] = await this.#call(() => this.backend.renew([ref], leaseMs), scope, () => leaseTarget('renew', ref));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'renew returned no result');
     return { ...copy, expiresAt: result.expiresAt };
   }
@@ -377,8 +585,10 @@ export class Rheo {
     this.#assertOpen();
     assertOptions('renew options', options);
     const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
+    const scope = this.#scope('renew options', options);
     return this.#perItem(
       'renewMany',
+      scope,
       leases,
       (lease) => renewable(lease, 'renewMany'),
       async (valid) => {
@@ -391,58 +601,74 @@ export class Rheo {
     );
   }
 
-  async ack(lease: Lease<unknown>): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'ack', lease }, 'ack'));
+  async ack(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
+    await this.#settleOne(settleOp({ kind: 'ack', lease }, 'ack'), this.#scope('ack options', options));
   }
 
   /** Retry later (after `delayMs`, default 0). At `attempt >= maxAttempts` this dead-letters. */
   async nack(lease: Lease<unknown>, reason?: string | null, options: NackOptions = {}): Promise<void> {
     assertOptions('nack options', options);
-    await this.#settleOne(settleOp({ kind: 'nack', lease, reason, delayMs: options.delayMs }, 'nack'));
+    await this.#settleOne(settleOp({ kind: 'nack', lease, reason, delayMs: options.delayMs }, 'nack'), this.#scope('nack options', options));
   }
 
   /** Dead-letter now. */
-  async reject(lease: Lease<unknown>, reason?: string | null): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'reject', lease, reason }, 'reject'));
+  async reject(lease: Lease<unknown>, reason?: string | null, options: CallOptions = {}): Promise<void> {
+    await this.#settleOne(settleOp({ kind: 'reject', lease, reason }, 'reject'), this.#scope('reject options', options));
   }
 
   /** Give the delivery back unprocessed, without spending an attempt. */
-  async release(lease: Lease<unknown>): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'release', lease }, 'release'));
+  async release(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
+    await this.#settleOne(settleOp({ kind: 'release', lease }, 'release'), this.#scope('release options', options));
   }
 
-  ackMany(leases: Lease<unknown>[]): Promise<SettleResult[]> {
-    return this.#settleEach('ackMany', leases, (lease) => ({ kind: 'ack', lease }));
+  ackMany(leases: Lease<unknown>[], options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('ackMany', leases, (lease) => ({ kind: 'ack', lease }), options);
   }
 
   nackMany(leases: Lease<unknown>[], reason?: string | null, options: NackOptions = {}): Promise<SettleResult[]> {
     assertOptions('nack options', options);
-    return this.#settleEach('nackMany', leases, (lease) => ({ kind: 'nack', lease, reason, delayMs: options.delayMs }));
+    const delayMs = options.delayMs;
+    return this.#settleEach('nackMany', leases, (lease) => ({ kind: 'nack', lease, reason, delayMs }), options);
   }
 
-  rejectMany(leases: Lease<unknown>[], reason?: string | null): Promise<SettleResult[]> {
-    return this.#settleEach('rejectMany', leases, (lease) => ({ kind: 'reject', lease, reason }));
+  rejectMany(leases: Lease<unknown>[], reason?: string | null, options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('rejectMany', leases, (lease) => ({ kind: 'reject', lease, reason }), options);
   }
 
-  releaseMany(leases: Lease<unknown>[]): Promise<SettleResult[]> {
-    return this.#settleEach('releaseMany', leases, (lease) => ({ kind: 'release', lease }));
+  releaseMany(leases: Lease<unknown>[], options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('releaseMany', leases, (lease) => ({ kind: 'release', lease }), options);
   }
 
   /**
    * Mixed settles in one backend round trip, one result per op. Used by the
    * producer to coalesce settles issued close together.
    */
-  settleMany(ops: SettleRequest[]): Promise<SettleResult[]> {
-    return this.#settleEach('settleMany', ops, (op) => op);
+  settleMany(ops: SettleRequest[], options: CallOptions = {}): Promise<SettleResult[]> {
+    return this.#settleEach('settleMany', ops, (op) => op, options);
   }
 
   // ---- progress and operations -------------------------------------------
 
-  async lag(stream: string, group: string): Promise<LagReport> {
+  /**
+   * Frontier, high watermark, lag and age of the oldest unsettled event per
+   * partition of the group (or only of `partitions`, which the group must
+   * cover); `lag` is the sum over the partitions reported.
+   */
+  async lag(stream: string, group: string, options: LagOptions = {}): Promise<LagReport> {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    return this.#call(() => this.backend.lag(stream, group));
+    assertOptions('lag options', options);
+    const partitions = normalizePartitions(options.partitions);
+    const scope = this.#scope('lag options', options);
+    const lag = await this.#call(() => this.backend.lag(stream, group, partitions), scope, {
+      action: `lag of group "${group}" on stream "${stream}"`,
+      writes: false,
+      stream,
+      group,
+    });
+    const membership = await this.#membershipIfOwned(stream, group);
+    return membership ? { ...lag, membership } : lag;
   }
 
   /** Reopens deliveries for redelivery; the log itself never changes. */
@@ -451,25 +677,36 @@ export class Rheo {
     assertName('stream', stream);
     assertName('group', group);
     assertOptions('replay options', options);
-    const normalized = normalizeReplay(spec);
+    const normalized = normalizeReplay(stream, spec);
     const partitions = normalizePartitions(options.partitions);
-    await this.#call(() => this.backend.replay(stream, group, normalized, partitions));
+    const scope = this.#scope('replay options', options);
+    await this.#call(() => this.backend.replay(stream, group, normalized, partitions), scope, {
+      action: `replay group "${group}" of stream "${stream}"`,
+      writes: true,
+      stream,
+      group,
+    });
   }
 
-  /** Forgets all progress of the group. Requires `{ confirm: true }`. */
+  /**
+   * Forgets the group's progress in all its partitions, or only in
+   * `partitions`: their delivery state and dead letters are dropped and
+   * their frontier restarts at the given start. Requires `{ confirm: true }`.
+   */
   async resetGroup(stream: string, group: string, options: ResetOptions): Promise<void> {
     this.#assertOpen();
     assertName('stream', stream);
     assertName('group', group);
-    if (options === null || typeof options !== 'object' || options.confirm !== true) {
-      throw new RheoError(
-        'confirm_required',
-        `resetGroup on stream "${stream}", group "${group}" drops all progress; pass { confirm: true }`,
-        { stream, group },
-      );
-    }
+    assertConfirmed(options, `resetGroup on stream "${stream}", group "${group}" drops all progress`, { stream, group });
     const start = normalizeStart(options.startAfter, options.startAt);
-    await this.#call(() => this.backend.resetGroup(stream, group, start));
+    const partitions = normalizePartitions(options.partitions);
+    const scope = this.#scope('resetGroup options', options);
+    await this.#call(() => this.backend.resetGroup(stream, group, start, partitions), scope, {
+      action: `reset group "${group}" of stream "${stream}"`,
+      writes: true,
+      stream,
+      group,
+    });
   }
 
   async deadLetters<T extends JsonValue = JsonValue>(
@@ -488,7 +725,13 @@ export class Rheo {
       after = options.after;
     }
     const maxBytes = this.#maxBytes(options.maxBytes);
-    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after, maxBytes))) as DeadLetter<T>[];
+    const scope = this.#scope('deadLetters options', options);
+    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after, maxBytes), scope, {
+      action: `list dead letters of group "${group}" on stream "${stream}"`,
+      writes: false,
+      stream,
+      group,
+    })) as DeadLetter<T>[];
   }
 
   /** Reopens dead letters (all, or the given event ids) with attempts reset. Returns how many. */
@@ -498,10 +741,108 @@ export class Rheo {
     assertName('group', group);
     assertOptions('redrive options', options);
     const eventIds = options.eventIds === undefined ? null : normalizeEventIds(options.eventIds);
-    return this.#call(() => this.backend.redrive(stream, group, eventIds));
+    const scope = this.#scope('redrive options', options);
+    return this.#call(() => this.backend.redrive(stream, group, eventIds), scope, {
+      action: `redrive dead letters of group "${group}" on stream "${stream}"`,
+      writes: true,
+      stream,
+      group,
+    });
+  }
+
+  // ---- partition ownership (DESIGN.md §7) ---------------------------------
+
+  /**
+   * Joins (first call) or keeps a member in the group and returns what it
+   * owns: partitions with their generation and frontier, and those it is
+   * asked to give up (`revoking`). `group_mode_conflict` while
+   * competing-consumer leases of the group are live. `rheo.consume({
+   * assignment: 'partitions' })` calls this on a timer; call it yourself
+   * only to build your own runtime.
+   */
+  async heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    const request = heartbeatRequest(options);
+    const backend = this.#ownership('heartbeat');
+    const scope = this.#scope('heartbeat options', options);
+    return this.#call(() => backend.heartbeat!(stream, group, request), scope, { action: `heartbeat in group "${group}" of stream "${stream}"`, writes: true, stream, group });
+  }
+
+  /** Ends the member's session and frees what it owns. Idempotent. */
+  async leaveGroup(stream: string, group: string, memberId: string, options: CallOptions = {}): Promise<void> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    assertMemberId(memberId);
+    const backend = this.#ownership('leaveGroup');
+    const scope = this.#scope('leaveGroup options', options);
+    await this.#call(() => backend.leaveGroup!(stream, group, memberId), scope, { action: `leave group "${group}" of stream "${stream}"`, writes: true, stream, group });
+  }
+
+  /** Hands owned partitions back (normally revoking ones, after their last commit). One result per fence. */
+  releasePartitions(fences: OwnershipFenceInput[], options: CallOptions = {}): Promise<SettleResult[]> {
+    this.#assertCanSettle();
+    const backend = this.#ownership('releasePartitions');
+    const scope = this.#scope('releasePartitions options', options);
+    return this.#perItem('releasePartitions', scope, fences, (f) => ownershipFence(f, 'releasePartitions'), (valid) =>
+      backend.releasePartitions!(valid),
+    );
+  }
+
+  /** Reads an owned partition after `after`, fenced: `stale_generation` once it moved on. */
+  async readOwned<T extends JsonValue = JsonValue>(fence: OwnershipFenceInput, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
+    this.#assertOpen();
+    const f = ownershipFence(fence, 'readOwned');
+    assertOptions('readOwned options', options);
+    const after = optionalInteger('after', options.after, 0);
+    const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
+    const maxBytes = this.#maxBytes(options.maxBytes);
+    const backend = this.#ownership('readOwned');
+    const scope = this.#scope('readOwned options', options);
+    return (await this.#call(() => backend.readOwned!(f, after, limit, maxBytes), scope)) as RheoEvent<T>[];
+  }
+
+  /**
+   * Offset commits, fenced by generation: each moves its partition's
+   * frontier up to `upTo` (never back) and dead-letters `deadLetters` in the
+   * same write. One result per op; a failed op changes nothing.
+   */
+  commit(ops: CommitInput[], options: CallOptions = {}): Promise<SettleResult[]> {
+    this.#assertCanSettle();
+    const backend = this.#ownership('commit');
+    const scope = this.#scope('commit options', options);
+    return this.#perItem('commit', scope, ops, (op) => commitOp(op, 'commit'), (valid) => {
+      assertDistinctPartitions(valid, 'commit');
+      return backend.commit!(valid);
+    });
+  }
+
+  /** Live members, the owner of each partition and the group generation. */
+  async members(stream: string, group: string, options: CallOptions = {}): Promise<GroupMembership> {
+    this.#assertOpen();
+    assertName('stream', stream);
+    assertName('group', group);
+    const backend = this.#ownership('members');
+    const scope = this.#scope('members options', options);
+    return this.#call(() => backend.members!(stream, group), scope, { action: `members of group "${group}" of stream "${stream}"`, writes: false, stream, group });
   }
 
   // ---- internals ----------------------------------------------------------
+
+  #ownership(call: string): Backend {
+    requireCapability(this.backend, 'partitionOwnership', call);
+    return this.backend;
+  }
+
+  /** The group's membership when it is consumed by partition ownership (members or owners present). */
+  async #membershipIfOwned(stream: string, group: string): Promise<GroupMembership | null> {
+    if (!this.backend.capabilities.partitionOwnership || !this.backend.members) return null;
+    const backend = this.backend;
+    const m = await this.#call(() => backend.members!(stream, group));
+    return m.members.length > 0 || Object.values(m.owners).some((o) => o !== null) ? m : null;
+  }
 
   #maxBytes(value: unknown): number {
     return optionalInteger('maxBytes', value, this.defaults.maxFetchBytes, { min: 1, max: MAX_CONFIGURABLE_BYTES });
@@ -516,15 +857,29 @@ export class Rheo {
     if (this.#settlesClosed) throw new RheoError('closed', 'this rheo instance is closed');
   }
 
-  async #settleOne(op: SettleOp): Promise<void> {
+  async #settleOne(op: SettleOp, scope: CallScope): Promise<void> {
     this.#assertCanSettle();
-    const [result] = await this.#call(() => this.backend.settle([op]));
+    const [result] = await this.#traced(this.#telemetry?.settle([op]), () => this.backend.settle([op]), scope, () => leaseTarget(op.kind, op));
     if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
   }
 
-  #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest): Promise<SettleResult[]> {
+  #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest, options: CallOptions): Promise<SettleResult[]> {
     this.#assertCanSettle();
-    return this.#perItem(what, items, (item) => settleOp(toRequest(item), what), (ops) => this.backend.settle(ops));
+    const scope = this.#scope(what, options);
+    return this.#perItem(what, scope, items, (item) => settleOp(toRequest(item), what), (ops) => {
+      const finish = this.#telemetry?.settle(ops);
+      if (!finish) return this.backend.settle(ops);
+      return this.backend.settle(ops).then(
+        (results) => {
+          finish(results);
+          return results;
+        },
+        (error: unknown) => {
+          finish(null, error);
+          throw error;
+        },
+      );
+    });
   }
 
   /**
@@ -533,6 +888,7 @@ export class Rheo {
    */
   async #perItem<I, P, R>(
     what: string,
+    scope: CallScope,
     items: I[],
     prepare: (item: I) => P,
     call: (prepared: P[]) => Promise<R[]>,
@@ -552,7 +908,7 @@ export class Rheo {
         (invalid ??= new Map()).set(i, problem);
       }
     }
-    const results = valid.length ? await this.#call(() => call(valid)) : [];
+    const results = valid.length ? await this.#call(() => call(valid), scope, { action: what, writes: true }) : [];
     if (invalid === null && results.length === count) return results;
     const out: Array<R | { ok: false; error: RheoError }> = [];
     let j = 0;
@@ -564,19 +920,74 @@ export class Rheo {
     return out;
   }
 
-  /** Backends classify their own driver errors; anything else that escapes is wrapped, never leaked. */
-  async #call<R>(fn: () => Promise<R>): Promise<R> {
+  /** `#call`, reporting the answer to a telemetry finisher when there is one. */
+  async #traced<R>(
+    finish: ((result: R | null, error?: unknown) => void) | undefined,
+    fn: () => Promise<R>,
+    scope: CallScope = NO_CANCEL,
+    target: CallTarget | (() => CallTarget) = UNNAMED,
+  ): Promise<R> {
+    if (!finish) return this.#call(fn, scope, target);
+    let result: R;
     try {
-      return await fn();
+      result = await this.#call(fn, scope, target);
     } catch (error) {
-      if (error instanceof RheoError) throw error;
-      throw new RheoError('internal', `unexpected backend failure: ${(error as Error)?.message ?? String(error)}`, {
-        cause: error,
-      });
+      finish(null, error);
+      throw error;
     }
+    finish(result);
+    return result;
+  }
+
+  /** `signal` and `timeoutMs` of a call's last options argument, checked before anything is sent. */
+  #scope(what: string, options: unknown): CallScope {
+    assertOptions(what, options);
+    return callScope(what, options);
+  }
+
+  /**
+   * Runs one backend call under the caller's cancellation (core/call-options.ts).
+   * Backends classify their own driver errors; anything else that escapes is
+   * wrapped, never leaked. An abort reason is the caller's own value and
+   * passes through unchanged.
+   */
+  #call<R>(fn: () => Promise<R>, scope: CallScope = NO_CANCEL, target: CallTarget | (() => CallTarget) = UNNAMED): Promise<R> {
+    return runCancellable(scope, target, async () => {
+      try {
+        return await fn();
+      } catch (error) {
+        if (error instanceof RheoError) throw error;
+        throw new RheoError('internal', `unexpected backend failure: ${(error as Error)?.message ?? String(error)}`, {
+          cause: error,
+        });
+      }
+    });
   }
 }
 
+/** Destructive calls need `{ confirm: true }`; anything else is `confirm_required` and changes nothing. */
+function assertConfirmed(options: unknown, what: string, details: { stream: string; group?: string }): void {
+  let confirmed = false;
+  try {
+    confirmed = options !== null && typeof options === 'object' && (options as { confirm?: unknown }).confirm === true;
+  } catch {
+    confirmed = false;
+  }
+  if (!confirmed) throw new RheoError('confirm_required', `${what}; pass { confirm: true }`, details);
+}
+
+const NO_CANCEL = callScope('', undefined);
+const UNNAMED: CallTarget = { action: 'the call', writes: true };
+
+/** Names a settle or renewal in cancellation errors: they always write. */
+function leaseTarget(what: string, ref: LeaseRef): CallTarget {
+  return {
+    action: `${what} of delivery ${ref.partition}/${ref.sequence} in group "${ref.group}" of stream "${ref.stream}"`,
+    writes: true,
+    stream: ref.stream,
+    group: ref.group,
+  };
+}
 
 /** An array's length, read once; an array-like Proxy whose traps throw is bad input, not a crash. */
 function arrayLength(what: string, items: unknown): number {

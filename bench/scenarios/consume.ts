@@ -113,7 +113,7 @@ export async function drainWithProducer(
   const sink = createLeaseSink({
     producer,
     concurrency: s.concurrency,
-    handle: () => {
+    handler: () => {
       handled++;
     },
   });

@@ -82,7 +82,7 @@ const sink = createBatchSink({
   producer,
   batchSize: 2,
   batchTimeoutMs: 50,
-  handleBatch: async (leases) => {
+  handler: async (leases) => {
     written.push(...leases.map((lease) => lease.event.payload.n));
     if (written.length === 5) void producer.drain();
   },

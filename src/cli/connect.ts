@@ -34,5 +34,6 @@ export function connect(flags: ConnectionFlags): Connection {
     { connectionString: url, poolConfig: { max: 2, connectionTimeoutMillis: 10_000 } },
     { schema: flags.schema ?? process.env.RHEO_SCHEMA ?? 'rheo' },
   );
-  return { rheo: createRheo({ backend }), backend };
+  // A command runs for moments: no background trimmer (the applications run theirs).
+  return { rheo: createRheo({ backend, retention: { enabled: false } }), backend };
 }

@@ -3,7 +3,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { isRheoError } from '../core/errors.js';
 import { EXIT, EXIT_CODES_HELP, exitCodeFor } from './exit-codes.js';
 import { registerAppend } from './commands/append.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerDeadLetters } from './commands/dead-letters.js';
+import { registerDeleteGroup, registerDeleteStream } from './commands/delete.js';
 import { registerDescribe } from './commands/describe.js';
 import { registerGroups } from './commands/groups.js';
 import { registerLag } from './commands/lag.js';
@@ -11,8 +13,10 @@ import { registerMigrate } from './commands/migrate.js';
 import { registerRedrive } from './commands/redrive.js';
 import { registerReplay } from './commands/replay.js';
 import { registerReset } from './commands/reset.js';
+import { registerRetention } from './commands/retention.js';
 import { registerStreams } from './commands/streams.js';
 import { registerTail } from './commands/tail.js';
+import { registerTrim } from './commands/trim.js';
 
 function buildProgram(): Command {
   const program = new Command('rheo')
@@ -33,8 +37,13 @@ function buildProgram(): Command {
     registerRedrive,
     registerReplay,
     registerReset,
+    registerRetention,
+    registerTrim,
+    registerDeleteGroup,
+    registerDeleteStream,
     registerTail,
     registerAppend,
+    registerDashboard,
   ]) {
     register(program);
   }

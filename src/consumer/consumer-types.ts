@@ -53,6 +53,11 @@ export type OrderBy<T = JsonValue> = 'key' | 'partition' | ((lease: Lease<T>) =>
 export interface ConsumeOptions<T = JsonValue> {
   stream: string;
   group: string;
+  /**
+   * `'leases'` (default): competing consumers, per-event leases. For
+   * partition ownership pass `'partitions'` (see `PartitionConsumeOptions`).
+   */
+  assignment?: 'leases';
   handler: ConsumerHandler<T>;
   /** Handlers running at once. Default 1. */
   concurrency?: number;

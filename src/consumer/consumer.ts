@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import type { FetchOptions, JsonValue, Lease } from '../core/types.js';
+import { log, silentLogger, type Logger } from '../core/logger.js';
 import { report } from '../observability/diagnostics.js';
+import { attachTelemetry, telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 import { emittedLeaseInfo, leaseInfo, type ConsumerEventMap } from '../observability/lease-events.js';
 import type { ProducerSource } from '../producer/producer-options.js';
 import { RheoProducer } from '../producer/rheo-producer.js';
@@ -62,8 +64,12 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly #gate: LeaseGate<T>;
   readonly #sink: LeaseSink<T>;
   readonly #timers: Timers;
+  readonly #logger: Logger;
   readonly #runs = new Map<string, HandlerRun<T>>();
   readonly #decisions = new Map<string, Decision>();
+  /** OpenTelemetry process/settle spans of running and settling leases (only with telemetry). */
+  readonly #scopes = new Map<string, ProcessScope>();
+  readonly #telemetry: RheoTelemetry | null;
   /** Settles and releases under way; `#drain` waits for zero. */
   #settlingCount = 0;
   #settledWaiters: Array<() => void> = [];
@@ -92,6 +98,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     super();
     const o = resolveConsumeOptions(options, source.defaults, () => randomBytes(6).toString('hex'));
     this.#options = o;
+    this.#logger = source.logger ?? silentLogger;
+    this.#telemetry = telemetryOf(source);
     this.stream = o.stream;
     this.group = o.group;
     this.consumerId = o.consumerId;
@@ -120,7 +128,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#sink = createLeaseSink<T>({
       producer: this.#settler(),
       concurrency: o.concurrency,
-      handle: (lease) => this.#handle(lease),
+      handler: (lease) => this.#handle(lease),
     });
     this.#listenToProducer();
     const running = pipeline(this.#producer, this.#gate, this.#sink);
@@ -202,6 +210,9 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     while (this.#settlingCount > 0) await new Promise<void>((resolve) => this.#settledWaiters.push(resolve));
     await this.#producer.close();
     this.#state = 'stopped';
+    log(this.#logger, finished ? 'info' : 'warn', {
+      stream: this.stream, group: this.group, consumerId: this.consumerId, released: this.#counters.released, aborted,
+    }, `rheo consumer of stream "${this.stream}", group "${this.group}" stopped${finished ? '' : ` after aborting ${aborted} handler(s) at the timeout`}`);
     report(this, 'drain', {
       stream: this.stream,
       group: this.group,
@@ -228,7 +239,14 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     // Runs are interrupted by the consumer itself: on 'lease-lost' from the
     // producer, at the stop timeout, and when the pipeline breaks. Not
     // subscribing to the sink's per-lease signal keeps that signal unallocated.
-    const result = run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
+    const start = (): RunResult | Promise<RunResult> =>
+      run.run(this.#options.handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
+    let result: RunResult | Promise<RunResult>;
+    if (this.#telemetry) {
+      const scope = this.#telemetry.process(lease);
+      this.#scopes.set(id, scope);
+      result = scope.run(start);
+    } else result = start();
     if (isThenable(result)) return result.then((r) => this.#ran(run, r));
     return this.#ran(run, result);
   }
@@ -238,9 +256,19 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#runs.delete(lease.leaseId);
     this.#counters.handled++;
     if (result.kind === 'nack' && result.failure) {
+      log(this.#logger, 'warn', { ...leaseInfo(lease), kind: result.failure.kind, err: result.failure.error },
+        `rheo handler for stream "${lease.stream}", group "${lease.group}" failed (${result.failure.kind}); the event is retried`);
       report(this, 'handler-error', { ...leaseInfo(lease), kind: result.failure.kind, error: result.failure.error });
     }
     this.#decisions.set(lease.leaseId, result);
+    const scope = this.#scopes.get(lease.leaseId);
+    if (scope) {
+      if (result.kind === 'lost') {
+        this.#scopes.delete(lease.leaseId);
+        scope.handled(null, result.error);
+      } else if (result.kind === 'nack' && result.failure) scope.handled('nack', result.failure.error);
+      else scope.handled(result.kind);
+    }
     return 'ack';
   }
 
@@ -269,7 +297,13 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       this.#gate.finish(id);
       return Promise.resolve();
     }
-    return this.#track(carryOut(this.#producer, lease, decision, this.#counters, this), id);
+    const settling = carryOut(this.#producer, lease, decision, this.#counters, this);
+    const scope = this.#scopes.get(id);
+    if (scope) {
+      this.#scopes.delete(id);
+      void settling.then(() => scope.settled(), () => scope.settled());
+    }
+    return this.#track(settling, id);
   }
 
   async #release(leases: Lease<T>[]): Promise<void> {
@@ -320,10 +354,11 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
 
   /** The facade, with fetch observed so that a successful fetch clears the backoff gauge. */
   #observedSource(source: ConsumerSource): ConsumerSource {
-    return {
+    const observed: ConsumerSource = {
       backend: source.backend,
       defaults: source.defaults,
       clock: source.clock,
+      logger: source.logger,
       renewMany: (leases, options) => source.renewMany(leases, options),
       settleMany: (ops) => source.settleMany(ops),
       fetch: async <U extends JsonValue = JsonValue>(stream: string, group: string, options?: FetchOptions) => {
@@ -332,6 +367,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
         return leases;
       },
     };
+    attachTelemetry(observed, telemetryOf(source));
+    return observed;
   }
 
   /** `true` when `promise` settles within `ms`, `false` at the timeout. */

@@ -4,7 +4,10 @@ import type {
   NormalizedQuery,
   NormalizedReplay,
   PreparedAppend,
+  RetentionPolicy,
+  ReplayQuery,
   SettleOp,
+  TrimRequest,
 } from './backend.js';
 import type { Clock } from './clock.js';
 import { RheoError, invalidArgument } from './errors.js';
@@ -192,7 +195,7 @@ export const MAX_REASON_LENGTH = 4000;
  * PostgreSQL cannot store, become U+FFFD on every backend alike; a reason
  * longer than `MAX_REASON_LENGTH` is cut there (never inside a surrogate pair).
  */
-function normalizeReason(reason: unknown): string | null {
+export function normalizeReason(reason: unknown): string | null {
   if (reason === undefined || reason === null) return null;
   let text: string;
   if (typeof reason === 'string') {
@@ -309,11 +312,14 @@ export function normalizeEventIds(ids: unknown): string[] {
   return [...new Set(ids as string[])];
 }
 
-export function normalizeReplay(spec: unknown): NormalizedReplay {
+const REPLAY_KINDS = 'exactly one of fromSequence, from, eventIds, query';
+const REPLAY_QUERY_FIELDS = new Set(['type', 'key', 'where', 'correlationId', 'from', 'to']);
+
+export function normalizeReplay(stream: string, spec: unknown): NormalizedReplay {
   assertPlainObject('replay spec', spec);
   const keys = Object.keys(spec).filter((k) => spec[k] !== undefined);
   if (keys.length !== 1) {
-    throw invalidArgument('replay spec must have exactly one of fromSequence, from, eventIds');
+    throw invalidArgument(`replay spec must have ${REPLAY_KINDS}`);
   }
   if ('fromSequence' in spec && spec.fromSequence !== undefined) {
     assertInteger('fromSequence', spec.fromSequence, { min: 1 });
@@ -326,7 +332,24 @@ export function normalizeReplay(spec: unknown): NormalizedReplay {
   if ('eventIds' in spec && spec.eventIds !== undefined) {
     return { kind: 'eventIds', eventIds: normalizeEventIds(spec.eventIds) };
   }
-  throw invalidArgument('replay spec must have exactly one of fromSequence, from, eventIds');
+  if ('query' in spec && spec.query !== undefined) {
+    return { kind: 'query', query: replayQuery(stream, spec.query) };
+  }
+  throw invalidArgument(`replay spec must have ${REPLAY_KINDS}`);
+}
+
+/** A replay's query: the filters of `query` only; paging, order and partition have no meaning here. */
+function replayQuery(stream: string, query: unknown): ReplayQuery {
+  assertPlainObject('replay query', query);
+  for (const key of Object.keys(query)) {
+    if (!REPLAY_QUERY_FIELDS.has(key)) {
+      throw invalidArgument(
+        `replay query accepts ${[...REPLAY_QUERY_FIELDS].join(', ')}, got ${JSON.stringify(key)} (scope a replay with its partitions option)`,
+      );
+    }
+  }
+  const q = normalizeQuery(stream, query as QueryOptions, 1);
+  return { types: q.types, key: q.key, wherePayload: q.wherePayload, whereMetadata: q.whereMetadata, from: q.from, to: q.to };
 }
 
 export function normalizeQuery(stream: string, o: QueryOptions, defaultMaxBytes: number): NormalizedQuery {
@@ -404,4 +427,54 @@ function queryOf(stream: string, o: QueryOptions, defaultMaxBytes: number): Norm
     maxBytes,
     cursor,
   };
+}
+
+/** Longest retention age accepted: about 1,000 years, so `now - maxAgeMs` stays a valid date. */
+export const MAX_RETENTION_AGE_MS = 1000 * 365 * 24 * 3600_000;
+
+/**
+ * A retention policy: `null` (keep everything) or an object with at least
+ * one of `maxAgeMs` (>= 1) and `maxEvents` (>= 0); each may be null/absent.
+ */
+export function normalizeRetention(value: unknown): RetentionPolicy | null {
+  if (value === null) return null;
+  assertPlainObject('retention', value);
+  for (const key of Object.keys(value)) {
+    if (key !== 'maxAgeMs' && key !== 'maxEvents') {
+      throw invalidArgument(`retention accepts maxAgeMs and maxEvents, got an unknown key ${JSON.stringify(key)}`);
+    }
+  }
+  const maxAgeMs = value.maxAgeMs ?? null;
+  const maxEvents = value.maxEvents ?? null;
+  if (maxAgeMs !== null) assertInteger('retention.maxAgeMs', maxAgeMs, { min: 1, max: MAX_RETENTION_AGE_MS });
+  if (maxEvents !== null) assertInteger('retention.maxEvents', maxEvents, { min: 0 });
+  if (maxAgeMs === null && maxEvents === null) {
+    throw invalidArgument('retention needs maxAgeMs or maxEvents (pass null to keep every event)');
+  }
+  return { maxAgeMs, maxEvents };
+}
+
+/** `rheo.trim` options into a backend request (without `limit`). */
+export function normalizeTrim(options: unknown): Omit<TrimRequest, 'limit'> {
+  if (options === undefined) return { before: null, keep: null, force: false };
+  assertPlainObject('trim options', options);
+  for (const key of Object.keys(options)) {
+    if (key !== 'before' && key !== 'keep' && key !== 'force' && key !== 'signal' && key !== 'timeoutMs') {
+      throw invalidArgument(`trim accepts before, keep, force, signal and timeoutMs, got an unknown key ${JSON.stringify(key)}`);
+    }
+  }
+  let before: Date | null = null;
+  if (options.before !== undefined) {
+    assertDate('trim before', options.before);
+    before = new Date(options.before.getTime());
+  }
+  let keep: number | null = null;
+  if (options.keep !== undefined) {
+    assertInteger('trim keep', options.keep);
+    keep = options.keep;
+  }
+  if (options.force !== undefined && typeof options.force !== 'boolean') {
+    throw invalidArgument(`trim force must be a boolean, got ${describe(options.force)}`);
+  }
+  return { before, keep, force: options.force === true };
 }

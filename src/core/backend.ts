@@ -1,4 +1,5 @@
 import type { Clock } from './clock.js';
+import type { Logger } from './logger.js';
 import type { RheoError } from './errors.js';
 import type {
   DeadLetter,
@@ -19,6 +20,12 @@ import type {
  * payloads are JSON. Backends check what only they can know (existence,
  * partition ranges, fencing) and throw `RheoError`s with the codes the
  * contract names. A call that throws must leave no partial write behind.
+ *
+ * Cancellation: the facade runs each backend call under the caller's abort
+ * signal, which a backend may read with `currentCallSignal()`
+ * (core/call-options.ts) to stop work in flight (PostgreSQL cancels the
+ * running statement). A backend that ignores it is still correct: the
+ * facade rejects the aborted call itself and drops the late outcome.
  */
 export interface Backend {
   readonly name: string;
@@ -29,10 +36,14 @@ export interface Backend {
   /** Idempotent. Ends only what the backend itself created. */
   close(): Promise<void>;
 
-  /** `already_exists` when the name is taken. */
-  createStream(name: string, partitions: number): Promise<void>;
+  /** `already_exists` when the name is taken. The stream and its retention are created in one step. */
+  createStream(name: string, partitions: number, retention?: RetentionPolicy | null): Promise<void>;
   listStreams(): Promise<StreamInfo[]>;
-  /** `stream_not_found`, `already_exists`, `invalid_partition` (a start map naming a missing partition). */
+  /**
+   * `stream_not_found`, `already_exists`, `invalid_partition` (a partition
+   * of `options.partitions` outside the stream, or a start map naming a
+   * partition outside the group).
+   */
   createGroup(stream: string, group: string, options: GroupSpec): Promise<void>;
   /** `stream_not_found`. Names sorted ascending. */
   listGroups(stream: string): Promise<string[]>;
@@ -59,6 +70,8 @@ export interface Backend {
    * released and past their delay; leased with `expiresAt <= now`). Lowest
    * sequence first within a partition, round-robin across partitions starting
    * at a rotating partition. Claims past `maxAttempts` dead-letter instead.
+   * `request.partitions: null` means the group's partitions; naming one the
+   * group does not cover is `invalid_partition`.
    */
   fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]>;
   /** One result per ref, in order. Fenced: `stale_lease` unless leased under that exact id. */
@@ -66,11 +79,23 @@ export interface Backend {
   /** One result per op, in order; a failed op changes nothing. */
   settle(ops: SettleOp[]): Promise<SettleOutcome[]>;
 
-  lag(stream: string, group: string): Promise<LagReport>;
-  /** Reopens deliveries (never copies events). `partitions: null` means all. */
+  /**
+   * Reports the group's partitions, or only `partitions` (each covered by
+   * the group, else `invalid_partition`); `lag` is the sum over those reported.
+   */
+  lag(stream: string, group: string, partitions?: number[] | null): Promise<LagReport>;
+  /**
+   * Reopens deliveries (never copies events). `partitions: null` means all
+   * of the group's; naming one the group does not cover is `invalid_partition`.
+   * A `query` spec reopens exactly the settled events that match it.
+   */
   replay(stream: string, group: string, spec: NormalizedReplay, partitions: number[] | null): Promise<void>;
-  /** Drops all delivery state and dead letters; the frontier restarts at `start`. */
-  resetGroup(stream: string, group: string, start: GroupStart): Promise<void>;
+  /**
+   * Drops delivery state and dead letters of the group's partitions (or only
+   * of `partitions`, each covered by the group, else `invalid_partition`);
+   * their frontier restarts at `start`, the other partitions keep theirs.
+   */
+  resetGroup(stream: string, group: string, start: GroupStart, partitions?: number[] | null): Promise<void>;
   groupInfo(stream: string, group: string): Promise<GroupInfo>;
   /**
    * Ordered by dead-letter id ascending; `cursor_not_found` when `after`
@@ -98,11 +123,19 @@ export interface Backend {
    */
   ping(): Promise<number | null>;
 
+  /**
+   * Issue 15: the facade hands over its `logger` once, at `createRheo`, so a
+   * backend can report what happens outside any call (a LISTEN connection
+   * dropped and reopened, migrations applied). Optional: a backend with
+   * nothing of the kind to say leaves it out. Never throws.
+   */
+  useLogger?(logger: Logger): void;
+
   // ---------------------------------------------------------------------------
   // Contract additions agreed for issues 11, 13 and 14 (see the types below).
   // They are optional while their issues are built; each backend that declares
-  // the matching capability implements the whole set. Issue 14 makes the
-  // retention/deletion calls required once memory and PostgreSQL have them.
+  // the matching capability implements the whole set. The retention/deletion
+  // calls of issue 14 are required (memory and PostgreSQL implement them).
   // ---------------------------------------------------------------------------
 
   /**
@@ -157,21 +190,21 @@ export interface Backend {
   beginTransaction?(): Promise<OwnedTransaction>;
 
   /**
-   * Retention (issue 14): sets or clears a stream's policy; trimming obeys it
-   * in the background. `stream_not_found`.
+   * Retention (issue 14, docs/semantics.md "Retention"): sets or clears a
+   * stream's policy; trimming obeys it in the background. `stream_not_found`.
    */
-  setRetention?(stream: string, retention: RetentionPolicy | null): Promise<void>;
+  setRetention(stream: string, retention: RetentionPolicy | null): Promise<void>;
   /**
    * Deletes events from the front of each partition, at most `request.limit`
    * per call so callers can loop in bounded batches. Without `force` it
    * deletes only events at or below every group's frontier. Never reuses a
-   * sequence. `stream_not_found`.
+   * sequence. Dead letters of deleted events go with them. `stream_not_found`.
    */
-  trim?(stream: string, request: TrimRequest): Promise<TrimReport>;
+  trim(stream: string, request: TrimRequest): Promise<TrimReport>;
   /** Deletes a group's progress, leases and dead letters. `stream_not_found`, `group_not_found`. */
-  deleteGroup?(stream: string, group: string): Promise<void>;
-  /** Deletes a stream, its events and its groups. `stream_not_found`. */
-  deleteStream?(stream: string): Promise<void>;
+  deleteGroup(stream: string, group: string): Promise<void>;
+  /** Deletes a stream, its events and its groups; the name can be created again, fresh. `stream_not_found`. */
+  deleteStream(stream: string): Promise<void>;
 }
 
 // ----- Partition ownership -----------------------------------------------------
@@ -276,6 +309,12 @@ export interface TrimRequest {
   force: boolean;
   /** At most this many events per call, across partitions. */
   limit: number;
+  /**
+   * When another trim of the same stream is running (in any process), return
+   * an empty report at once instead of waiting for it: the background
+   * trimmer sets it so that one trimmer at a time works on a stream.
+   */
+  skipIfBusy?: boolean;
 }
 
 export interface TrimReport {
@@ -319,6 +358,12 @@ export type GroupStart =
 export interface GroupSpec {
   start: GroupStart;
   maxAttempts: number;
+  /**
+   * The partitions the group covers, ascending and distinct; absent or
+   * `null`: all of the stream's. Fetch, lag, frontier, replay, reset and
+   * stored state are all restricted to them; the set never changes.
+   */
+  partitions?: number[] | null;
 }
 
 export interface PreparedAppend {
@@ -401,7 +446,15 @@ export type RenewResult = { ok: true; expiresAt: Date } | { ok: false; error: Rh
 export type NormalizedReplay =
   | { kind: 'fromSequence'; fromSequence: number }
   | { kind: 'from'; from: Date }
-  | { kind: 'eventIds'; eventIds: string[] };
+  | { kind: 'eventIds'; eventIds: string[] }
+  | { kind: 'query'; query: ReplayQuery };
+
+/**
+ * The filter of a replay by query: the fields of `NormalizedQuery` that
+ * select events (no paging, order or partition: the replay's partitions
+ * scope it). An event matches as it would match `query`.
+ */
+export type ReplayQuery = Pick<NormalizedQuery, 'types' | 'key' | 'wherePayload' | 'whereMetadata' | 'from' | 'to'>;
 
 export interface GroupStorageStats {
   /** Rows/entries of per-delivery state (leased, pending, delayed). */

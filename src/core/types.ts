@@ -1,4 +1,21 @@
+import type { RetentionPolicy } from './backend.js';
+import type { GroupMembership } from './backend.js';
 import type { RheoError } from './errors.js';
+
+/**
+ * Cancellation, accepted by every facade call in its last options argument
+ * (docs/semantics.md, "Cancellation").
+ */
+export interface CallOptions {
+  /**
+   * Aborting rejects the call with `signal.reason`; an already-aborted
+   * signal sends nothing. A write aborted after it was sent rejects with
+   * `ambiguous` instead (it may have been applied).
+   */
+  signal?: AbortSignal;
+  /** Aborts the call, as `signal` would, with a `RheoError` of code `timeout` once it has run this long (milliseconds). */
+  timeoutMs?: number;
+}
 
 /** A value that survives `JSON.stringify` / `JSON.parse` unchanged. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -85,20 +102,60 @@ export interface StreamInfo {
   name: string;
   partitions: number;
   createdAt: Date;
+  /** The stream's retention policy, `null` when it keeps everything. */
+  retention: RetentionPolicy | null;
+  /**
+   * Per partition: the first retained sequence (`highWatermark + 1` when the
+   * partition holds no event) and the highest sequence ever appended.
+   * Sequences below the low watermark were trimmed and are never reused.
+   */
+  watermarks: Record<number, { lowWatermark: number; highWatermark: number }>;
 }
 
-export interface StreamOptions {
+/**
+ * How long a stream keeps events (docs/semantics.md, "Retention"): an event
+ * may be trimmed once it is older than `maxAgeMs` (by its timestamp) OR once
+ * more than `maxEvents` newer events follow it in its partition, and only
+ * when every group has settled it. Give at least one of the two.
+ */
+export interface Retention {
+  maxAgeMs?: number | null;
+  maxEvents?: number | null;
+}
+
+export interface StreamOptions extends CallOptions {
   partitions?: number;
+  /** Trim in the background by age and/or count (see `Retention`). */
+  retention?: Retention | null;
+}
+
+export interface TrimOptions extends CallOptions {
+  /** Trim events with a timestamp before this (from the front of each partition). */
+  before?: Date;
+  /** Per partition, keep at most this many newest events. */
+  keep?: number;
+  /** Delete even events some group has not settled; the report says what each group lost. */
+  force?: boolean;
+}
+
+export interface DeleteOptions extends CallOptions {
+  confirm: true;
 }
 
 /** Where a group starts: after a sequence (one for all partitions, or per partition), or at a time. */
-export interface GroupOptions {
+export interface GroupOptions extends CallOptions {
   startAfter?: number | Record<number, number>;
   startAt?: Date;
   maxAttempts?: number;
+  /**
+   * Cover only these partitions (default: all of the stream's). Fetch, lag,
+   * the frontier, replay, reset and the group's stored state are restricted
+   * to them; fetching from another partition is `invalid_partition`.
+   */
+  partitions?: number[];
 }
 
-export interface ReadOptions {
+export interface ReadOptions extends CallOptions {
   partition?: number;
   after?: number;
   limit?: number;
@@ -110,7 +167,7 @@ export interface ReadOptions {
   maxBytes?: number;
 }
 
-export interface QueryOptions {
+export interface QueryOptions extends CallOptions {
   type?: string | string[];
   key?: string;
   /** JSON containment, like PostgreSQL's `@>`: `{ payload: { status: 'paid' } }`. */
@@ -145,7 +202,7 @@ export interface QueryResult<T = JsonValue> {
   nextCursor: string | null;
 }
 
-export interface FetchOptions {
+export interface FetchOptions extends CallOptions {
   limit?: number;
   consumerId?: string;
   leaseMs?: number;
@@ -159,17 +216,19 @@ export interface FetchOptions {
   maxBytes?: number;
 }
 
-export interface RenewOptions {
+export interface RenewOptions extends CallOptions {
   leaseMs?: number;
 }
 
-export interface NackOptions {
+export interface NackOptions extends CallOptions {
   delayMs?: number;
 }
 
 export type SettleResult = { ok: true } | { ok: false; error: RheoError };
 
 export interface PartitionLag {
+  /** First retained sequence of the partition (trimmed ones below it are gone); 1 until a trim. */
+  lowWatermark: number;
   frontier: number;
   highWatermark: number;
   lag: number;
@@ -182,16 +241,34 @@ export interface LagReport {
   group: string;
   lag: number;
   partitions: Record<number, PartitionLag>;
+  /** Only for a group consumed by partition ownership: members, owners and the group generation. */
+  membership?: GroupMembership;
 }
 
-export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds: string[] };
+/**
+ * What to replay: every settled event from a sequence on, from a time on,
+ * the given events, or exactly the events matching a query (its `type`,
+ * `key`, `where`, `correlationId`, `from` and `to`, as for `rheo.query`).
+ */
+export type ReplaySpec = { fromSequence: number } | { from: Date } | { eventIds: string[] } | { query: ReplayQueryOptions };
 
-export interface ReplayOptions {
+/** The filters of `QueryOptions` that a replay by query accepts. */
+export type ReplayQueryOptions = Pick<QueryOptions, 'type' | 'key' | 'where' | 'correlationId' | 'from' | 'to'>;
+
+export interface ReplayOptions extends CallOptions {
+  /** Replay only in these partitions of the group (default: all of the group's). */
   partitions?: number[];
 }
 
-export interface ResetOptions {
+export interface LagOptions extends CallOptions {
+  /** Report only these partitions of the group (default: all of the group's); `lag` sums those. */
+  partitions?: number[];
+}
+
+export interface ResetOptions extends CallOptions {
   confirm: true;
+  /** Reset only these partitions of the group (default: all of the group's); the others keep their progress. */
+  partitions?: number[];
   startAfter?: number | Record<number, number>;
   startAt?: Date;
 }
@@ -204,6 +281,10 @@ export interface GroupInfo {
   /** Deliveries currently leased (live or expired-but-unclaimed). */
   inflight: number;
   deadLetters: number;
+  /** The same two counts per partition. */
+  partitions: Record<number, { inflight: number; deadLetters: number }>;
+  /** Only for a group consumed by partition ownership: members, owners and the group generation. */
+  membership?: GroupMembership;
 }
 
 export interface DeadLetter<T = JsonValue> {
@@ -217,14 +298,14 @@ export interface DeadLetter<T = JsonValue> {
   readonly event: RheoEvent<T>;
 }
 
-export interface DeadLetterOptions {
+export interface DeadLetterOptions extends CallOptions {
   limit?: number;
   after?: string;
   /** Byte budget of the page's events, as for `read`; default `defaults.maxFetchBytes`. */
   maxBytes?: number;
 }
 
-export interface RedriveOptions {
+export interface RedriveOptions extends CallOptions {
   eventIds?: string[];
 }
 

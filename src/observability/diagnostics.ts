@@ -12,6 +12,9 @@ export const RHEO_EVENT_NAMES: readonly RheoEventName[] = Object.freeze([
   'fetch-error',
   'handler-error',
   'drain',
+  'member-join',
+  'member-leave',
+  'rebalance',
 ]);
 
 /** The `node:diagnostics_channel` name an event is published on: `rheo:<event>`. */

@@ -3,7 +3,7 @@ import type { Lease } from '../core/types.js';
 
 /**
  * What every lease-scoped event says about its lease. Built from the lease by
- * {@link leaseInfo}; it never carries the event payload or metadata (they may
+ * `leaseInfo`; it never carries the event payload or metadata (they may
  * hold personal data, and APM tools store what they receive) nor the
  * `leaseId` (the fencing token authorises settles).
  */
@@ -87,6 +87,31 @@ export interface DrainEvent {
   readonly timedOut: boolean;
 }
 
+/** A partition-ownership member joined its group (its first heartbeat succeeded). */
+export interface MemberJoinEvent {
+  readonly stream: string;
+  readonly group: string;
+  readonly memberId: string;
+}
+
+/** A member left its group (`stop()`): its partitions are free at once. */
+export type MemberLeaveEvent = MemberJoinEvent;
+
+/**
+ * A member's share changed: partitions it was given (`assigned`, each with
+ * the generation that fences it) and partitions it is giving up (`revoked`,
+ * when asked to hand them over; `lost`, when they moved without its release,
+ * after the rebalance timeout or the end of its session).
+ */
+export interface RebalanceEvent extends MemberJoinEvent {
+  readonly groupGeneration: number;
+  readonly assigned: ReadonlyArray<{ partition: number; generation: number }>;
+  readonly revoked: readonly number[];
+  readonly lost: readonly number[];
+  /** Every partition the member owns after the change. */
+  readonly owned: readonly number[];
+}
+
 /**
  * Event name → listener arguments, for `EventEmitter<RheoEventMap>`. The same
  * names, prefixed with `rheo:`, are the `node:diagnostics_channel` channels.
@@ -101,6 +126,9 @@ export interface RheoEventMap {
   'fetch-error': [FetchErrorEvent];
   'handler-error': [HandlerErrorEvent];
   drain: [DrainEvent];
+  'member-join': [MemberJoinEvent];
+  'member-leave': [MemberLeaveEvent];
+  rebalance: [RebalanceEvent];
 }
 
 export type RheoEventName = keyof RheoEventMap;
@@ -153,7 +181,7 @@ export function leaseInfo(lease: Lease<unknown>): LeaseEventInfo {
   };
 }
 
-/** {@link leaseInfo} plus the `leaseId`: for events emitted in process only, never published. */
+/** `leaseInfo` plus the `leaseId`: for events emitted in process only, never published. */
 export function emittedLeaseInfo(lease: Lease<unknown>): WithLeaseId<LeaseEventInfo> {
   return { ...leaseInfo(lease), leaseId: lease.leaseId };
 }

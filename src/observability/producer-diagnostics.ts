@@ -1,4 +1,5 @@
 import { RheoError, isRheoError } from '../core/errors.js';
+import { log, silentLogger, type Logger } from '../core/logger.js';
 import type { Lease } from '../core/types.js';
 import { hasDiagnosticSubscribers, publishDiagnostic } from './diagnostics.js';
 import { leaseInfo, type FetchErrorEvent, type RheoEventMap, type RheoEventName } from './lease-events.js';
@@ -24,7 +25,7 @@ const SETTLED_EVENT: Partial<Record<'ack' | 'nack' | 'reject' | 'release', RheoE
  * without the lease, and emitted on the producer with the lease attached, so
  * in-process stages can act on it while APM tools never see the fencing token.
  */
-export function producerReporter(emitter: Emitter) {
+export function producerReporter(emitter: Emitter, logger: Logger = silentLogger) {
   // Payloads are built only when someone listens: on the hot path (one
   // 'lease' and one 'ack' per event) an unobserved pipeline allocates nothing.
   const observed = (event: RheoEventName): boolean =>
@@ -42,11 +43,20 @@ export function producerReporter(emitter: Emitter) {
 
     /** A renewal, or a settle of a lease still held, answered `stale_lease`. */
     lost(lease: Lease<unknown>, error: RheoError): void {
-      report('lease-lost', { ...leaseInfo(lease), error }, lease);
+      const info = leaseInfo(lease);
+      log(logger, 'warn', { ...info, err: error }, `rheo lease lost on stream "${info.stream}", group "${info.group}": another holder may process event ${info.eventId}`);
+      report('lease-lost', { ...info, error }, lease);
     },
 
     fetchFailed(info: FetchErrorEvent): void {
+      const { error, ...fields } = info;
+      log(logger, 'warn', { ...fields, err: error, code: error.code }, `rheo fetch from stream "${info.stream}", group "${info.group}" failed (${error.code}); retrying in ${info.backoffMs} ms`);
       report('fetch-error', info, null);
+    },
+
+    renewFailed(info: { stream: string; group: string; consumerId: string; error: RheoError; leases: number }): void {
+      const { error, ...fields } = info;
+      log(logger, 'warn', { ...fields, err: error, code: error.code }, `rheo lease renewal on stream "${info.stream}", group "${info.group}" failed (${error.code}); ${info.leases} lease(s) kept and retried sooner`);
     },
 
     /**
@@ -68,8 +78,14 @@ export function producerReporter(emitter: Emitter) {
         const error = isRheoError(failure) ? failure : new RheoError('internal', String(failure), { cause: failure });
         // Once per lease: a lease a renewal already reported lost is not reported again.
         if (error.code === 'stale_lease') {
-          if (held) report('lease-lost', { ...info, error }, op.lease);
-        } else report('settle-error', { ...info, op: op.kind, error }, op.lease);
+          if (held) {
+            log(logger, 'warn', { ...info, op: op.kind, err: error }, `rheo ${op.kind} on stream "${info.stream}", group "${info.group}" was fenced: the lease had been taken away`);
+            report('lease-lost', { ...info, error }, op.lease);
+          }
+        } else {
+          log(logger, 'warn', { ...info, op: op.kind, err: error, code: error.code }, `rheo ${op.kind} on stream "${info.stream}", group "${info.group}" failed (${error.code}); the lease is left to expire`);
+          report('settle-error', { ...info, op: op.kind, error }, op.lease);
+        }
         return;
       }
       if (op.kind === 'ack') report('ack', info, op.lease);

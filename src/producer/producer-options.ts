@@ -15,7 +15,8 @@ import type { RenewSummary } from './inflight-tracker.js';
 import type { Timers } from './timers.js';
 
 /** What a producer needs from rheo: the facade, never a concrete backend. */
-export type ProducerSource = Pick<Rheo, 'fetch' | 'renewMany' | 'settleMany' | 'backend' | 'defaults' | 'clock'>;
+export type ProducerSource = Pick<Rheo, 'fetch' | 'renewMany' | 'settleMany' | 'backend' | 'defaults' | 'clock'> &
+  Partial<Pick<Rheo, 'logger'>>;
 
 export interface ProducerOptions {
   stream: string;

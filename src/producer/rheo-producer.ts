@@ -9,6 +9,7 @@ import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './prod
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from './timers.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
+import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 
 /**
  * The reason for aborting the producer's own waits. Without a reason,
@@ -79,7 +80,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #backoff: BackoffOptions;
   readonly #settleBackoff: BackoffOptions & { maxRetries: number };
   readonly #random: () => number;
-  readonly #report = producerReporter(this);
+  readonly #report: ReturnType<typeof producerReporter>;
   /** Aborted on drain or destroy: cuts poll and backoff waits short. */
   readonly #stop = new AbortController();
   #wanted = false;
@@ -103,6 +104,13 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.partitions = options.partitions ? [...options.partitions] : undefined;
     this.timers = options.timers ?? systemTimers;
     this.#source = source;
+    this.#report = producerReporter(this, source.logger);
+    const telemetry = telemetryOf(source);
+    if (telemetry) {
+      attachTelemetry(this, telemetry);
+      const untrack = telemetry.track(this);
+      this.once('close', untrack);
+    }
     this.#random = options.random ?? Math.random;
     this.#backoff = resolved.fetchBackoff;
     this.#settleBackoff = resolved.settleRetry;
@@ -136,6 +144,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       onRenewError: (error, leases) => {
         // A closed facade will never renew again: stop rather than retry forever.
         if (error.code === 'closed') void this.#tracker.stop();
+        this.#report.renewFailed({ stream: this.stream, group: this.group, consumerId: this.consumerId, error, leases: leases.length });
         this.emit('renew-error', { error, leases });
       },
       onRenewed: (summary) => this.emit('renewed', summary),

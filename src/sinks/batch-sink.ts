@@ -17,6 +17,8 @@ import {
 import type { Timers } from '../producer/timers.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { WorkQueue } from './work-queue.js';
+import { telemetryOf, type RheoTelemetry } from '../observability/telemetry.js';
+import { chosenHandler } from './handler-option.js';
 
 interface ClosedBatch<T> {
   leases: Lease<T>[];
@@ -24,7 +26,7 @@ interface ClosedBatch<T> {
 }
 
 /**
- * What `handleBatch` returns: nothing or `'ack'` acks every lease; an array
+ * What a batch `handler` returns: nothing or `'ack'` acks every lease; an array
  * gives one `LeaseOutcome` per lease, in the order of the batch. A throw
  * nacks the whole batch with the error message.
  */
@@ -37,9 +39,36 @@ export interface BatchContext {
   reason: FlushReason;
 }
 
-export interface BatchSinkOptions<T extends JsonValue = JsonValue> {
+/** Runs once per batch; its outcome decides the settles (see `BatchOutcome`). */
+export type BatchHandler<T extends JsonValue = JsonValue> = (
+  leases: Lease<T>[],
+  context: BatchContext,
+) => BatchOutcome | Promise<BatchOutcome>;
+
+/**
+ * Options of `createBatchSink`: `producer`, `handler` and the tuning fields
+ * of `BatchSinkTuning`. The handler is named `handler`, as in `rheo.consume`
+ * and `createLeaseSink`; the older name `handleBatch` still works.
+ */
+export type BatchSinkOptions<T extends JsonValue = JsonValue> = BatchSinkTuning<T> &
+  (
+    | {
+        /** Runs once per batch; its outcome decides the settles (see `BatchOutcome`). */
+        handler: BatchHandler<T>;
+        /** @deprecated Renamed `handler`; pass one of the two. */
+        handleBatch?: undefined;
+      }
+    | {
+        handler?: undefined;
+        /** @deprecated Renamed `handler`, the name `rheo.consume` and `createLeaseSink` use. */
+        handleBatch: BatchHandler<T>;
+      }
+  );
+
+/** The fields of `BatchSinkOptions` besides the handler. */
+export interface BatchSinkTuning<T extends JsonValue = JsonValue> {
+  /** Settles go through it (settle + confirm in one step, coalesced). */
   producer: LeaseSettler<T>;
-  handleBatch(leases: Lease<T>[], context: BatchContext): BatchOutcome | Promise<BatchOutcome>;
   /** A batch closes at this many leases. Default 100. Keep it at or below the producer's `maxDemand`, or batches close only on the timer. */
   batchSize?: number;
   /** ...or this long after its first lease, whichever comes first. Default 1000. */
@@ -56,7 +85,7 @@ export interface BatchErrorInfo<T> {
 }
 
 export interface BatchSinkEvents<T> extends SettlingStreamEvents<T> {
-  /** `handleBatch` threw or returned an outcome list of the wrong length; the batch is nacked. */
+  /** The batch `handler` threw or returned an outcome list of the wrong length; the batch is nacked. */
   'batch-error': [info: BatchErrorInfo<T>];
 }
 
@@ -64,7 +93,7 @@ export interface BatchSinkEvents<T> extends SettlingStreamEvents<T> {
  * An object-mode `Writable` that groups leases like a Broadway batcher (by
  * `batchSize` or `batchTimeoutMs`, whichever first; a partial batch flushes
  * on its timer and at the end of the stream), hands each batch to
- * `handleBatch`, then settles every lease. The settles of one batch reach
+ * `handler`, then settles every lease. The settles of one batch reach
  * the backend as one coalesced call. Destroying the sink releases leases of
  * batches that never started.
  */
@@ -86,7 +115,8 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly batchSize: number;
   readonly batchTimeoutMs: number;
   readonly #producer: LeaseSettler<T>;
-  readonly #handleBatch: BatchSinkOptions<T>['handleBatch'];
+  readonly #telemetry: RheoTelemetry | null;
+  readonly #handler: BatchHandler<T>;
   readonly #concurrency: number;
   readonly #collector: BatchCollector<Lease<T>>;
   /** Closed batches waiting for a free slot. */
@@ -100,8 +130,9 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #onLost = (info: LeaseLostInfo<T>): void => this.#lost.add(info.lease.leaseId);
 
   constructor(options: BatchSinkOptions<T>) {
-    if (options === null || typeof options !== 'object' || typeof options.handleBatch !== 'function' || !options.producer) {
-      throw invalidArgument('createBatchSink expects { producer, handleBatch(leases, { signal }), batchSize?, batchTimeoutMs?, concurrency? }');
+    const handler = chosenHandler<BatchHandler<T>>('createBatchSink', options, 'handleBatch');
+    if (handler === null || !options.producer) {
+      throw invalidArgument('createBatchSink expects { producer, handler(leases, { signal }), batchSize?, batchTimeoutMs?, concurrency? }');
     }
     const batchSize = optionalInteger('batchSize', options.batchSize, 100, { min: 1, max: 100_000 });
     const batchTimeoutMs = optionalInteger('batchTimeoutMs', options.batchTimeoutMs, 1000, { min: 1, max: 3600_000 });
@@ -110,7 +141,8 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     this.batchSize = batchSize;
     this.batchTimeoutMs = batchTimeoutMs;
     this.#producer = options.producer;
-    this.#handleBatch = options.handleBatch;
+    this.#telemetry = telemetryOf(options.producer);
+    this.#handler = handler;
     this.#concurrency = concurrency;
     this.#collector = new BatchCollector<Lease<T>>({
       size: batchSize,
@@ -200,10 +232,14 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     const leases = batch.filter((lease) => !this.#lost.take(lease.leaseId));
     if (leases.length === 0) return;
     let settlements: Settlement[];
+    const scope = this.#telemetry?.processBatch(leases) ?? null;
     try {
-      const outcome = await this.#handleBatch(leases, { signal: this.#shutdown.signal, reason });
+      const context = { signal: this.#shutdown.signal, reason };
+      const outcome = await (scope ? scope.run(() => this.#handler(leases, context)) : this.#handler(leases, context));
+      scope?.handled();
       settlements = this.#settlementsOf(leases, outcome);
     } catch (error) {
+      scope?.handled(error);
       if (this.#shutdown.signal.aborted) settlements = leases.map(() => ({ kind: 'release' }));
       else {
         this.emit('batch-error', { leases, error });
@@ -222,7 +258,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     if (outcome === undefined || outcome === 'ack') return leases.map(() => ({ kind: 'ack' }));
     if (Array.isArray(outcome) && outcome.length === leases.length) return outcome.map((o) => settlementOf(o));
     const error = new TypeError(
-      `handleBatch must return nothing, 'ack' or one outcome per lease (${leases.length}), got ${
+      `a batch handler must return nothing, 'ack' or one outcome per lease (${leases.length}), got ${
         Array.isArray(outcome) ? `an array of ${outcome.length}` : typeof outcome
       }`,
     );

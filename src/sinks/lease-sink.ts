@@ -4,7 +4,9 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { LazyAbort } from './lazy-abort.js';
+import { chosenHandler } from './handler-option.js';
 import { WorkQueue } from './work-queue.js';
+import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 
 import {
   isThenable,
@@ -22,11 +24,36 @@ export interface LeaseHandlerContext {
   signal: AbortSignal;
 }
 
-export interface LeaseSinkOptions<T extends JsonValue = JsonValue> {
+/** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
+export type LeaseHandler<T extends JsonValue = JsonValue> = (
+  lease: Lease<T>,
+  context: LeaseHandlerContext,
+) => LeaseOutcome | Promise<LeaseOutcome>;
+
+/**
+ * Options of `createLeaseSink`: `producer`, `handler` and the tuning fields of
+ * `LeaseSinkTuning`. The handler is named `handler`, as in `rheo.consume`
+ * and `createBatchSink`; the older name `handle` still works.
+ */
+export type LeaseSinkOptions<T extends JsonValue = JsonValue> = LeaseSinkTuning<T> &
+  (
+    | {
+        /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
+        handler: LeaseHandler<T>;
+        /** @deprecated Renamed `handler`; pass one of the two. */
+        handle?: undefined;
+      }
+    | {
+        handler?: undefined;
+        /** @deprecated Renamed `handler`, the name `rheo.consume` and `createBatchSink` use. */
+        handle: LeaseHandler<T>;
+      }
+  );
+
+/** The fields of `LeaseSinkOptions` besides the handler. */
+export interface LeaseSinkTuning<T extends JsonValue = JsonValue> {
   /** Settles go through it (settle + confirm in one step, coalesced). */
   producer: LeaseSettler<T>;
-  /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
-  handle(lease: Lease<T>, context: LeaseHandlerContext): LeaseOutcome | Promise<LeaseOutcome>;
   /** Handlers running at once. Default 1. */
   concurrency?: number;
   /**
@@ -39,7 +66,7 @@ export interface LeaseSinkOptions<T extends JsonValue = JsonValue> {
 }
 
 /**
- * An object-mode `Writable` that runs `handle(lease, { signal })` for every
+ * An object-mode `Writable` that runs `handler(lease, { signal })` for every
  * lease with bounded concurrency and settles by the outcome.
  * `end()` (or the end of the pipeline) waits for every handler and settle.
  * A failed settle is an event (`lease-lost`, `settle-error`), never an error.
@@ -64,8 +91,9 @@ export interface LeaseSink<T extends JsonValue = JsonValue> {
 export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly concurrency: number;
   readonly #producer: LeaseSettler<T>;
-  readonly #handle: LeaseSinkOptions<T>['handle'];
+  readonly #handler: LeaseHandler<T>;
   readonly #maxQueued: number;
+  readonly #telemetry: RheoTelemetry | null;
   /** Accepted and not started, oldest first. */
   readonly #queue = new WorkQueue<Lease<T>>();
   readonly #running = new Map<string, LazyAbort>();
@@ -108,8 +136,9 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   };
 
   constructor(options: LeaseSinkOptions<T>) {
-    if (options === null || typeof options !== 'object' || typeof options.handle !== 'function' || !options.producer) {
-      throw invalidArgument('createLeaseSink expects { producer, handle(lease, { signal }), concurrency? }');
+    const handler = chosenHandler<LeaseHandler<T>>('createLeaseSink', options, 'handle');
+    if (handler === null || !options.producer) {
+      throw invalidArgument('createLeaseSink expects { producer, handler(lease, { signal }), concurrency? }');
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
     const maxQueued = optionalInteger('maxQueued', options.maxQueued, 10_000, { min: 0, max: 1_000_000 });
@@ -117,7 +146,8 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     this.concurrency = concurrency;
     this.#maxQueued = maxQueued;
     this.#producer = options.producer;
-    this.#handle = options.handle;
+    this.#handler = handler;
+    this.#telemetry = telemetryOf(options.producer);
     this.#producer.on('lease-lost', this.#onLost);
   }
 
@@ -180,19 +210,21 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     const abort = new LazyAbort();
     this.#running.set(lease.leaseId, abort);
     this.#busy++;
+    const scope = this.#telemetry?.process(lease) ?? null;
     let outcome: LeaseOutcome | Promise<LeaseOutcome>;
     try {
-      outcome = this.#handle(lease, new SinkHandlerContext(abort));
+      const context = new SinkHandlerContext(abort);
+      outcome = scope ? scope.run(() => this.#handler(lease, context)) : this.#handler(lease, context);
     } catch (error) {
-      return this.#finish(lease, this.#failed(lease, error));
+      return this.#finish(lease, this.#failed(lease, error), scope, { error });
     }
     if (isThenable(outcome)) {
       Promise.resolve(outcome).then(
-        (value) => this.#finish(lease, settlementOf(value)),
-        (error: unknown) => this.#finish(lease, this.#failed(lease, error)),
+        (value) => this.#finish(lease, settlementOf(value), scope),
+        (error: unknown) => this.#finish(lease, this.#failed(lease, error), scope, { error }),
       );
     } else {
-      this.#finish(lease, settlementOf(outcome));
+      this.#finish(lease, settlementOf(outcome), scope);
     }
   }
 
@@ -202,12 +234,18 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     return thrownSettlement(error);
   }
 
-  #finish(lease: Lease<T>, settlement: Settlement): void {
+  #finish(lease: Lease<T>, settlement: Settlement, scope: ProcessScope | null = null, thrown?: { error: unknown }): void {
     this.#running.delete(lease.leaseId);
     // The slot frees as soon as the handler is done: the settle joins the
     // producer's next coalesced call while the next handler runs. Demand stays
     // bounded because the producer confirms only once the settle is answered.
-    void settleLease(this.#producer, lease, settlement, this).then(this.#settled, this.#settleThrew);
+    let settling = settleLease(this.#producer, lease, settlement, this);
+    if (scope) {
+      if (thrown) scope.handled(settlement.kind, thrown.error);
+      else scope.handled(settlement.kind);
+      settling = settling.finally(() => scope.settled());
+    }
+    void settling.then(this.#settled, this.#settleThrew);
     // A handler that finished inside the pump loop leaves the loop to start the next one.
     if (this.#queue.length > 0 && !this.#pumping) this.#pump();
   }

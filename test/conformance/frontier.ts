@@ -154,9 +154,9 @@ export function registerFrontierTests(makeBackend: BackendFactory): void {
         group: 'g',
         lag: 5,
         partitions: {
-          0: { frontier: 0, highWatermark: 3, lag: 3, oldestUnsettledAt: p0[0]!.timestamp },
-          1: { frontier: 0, highWatermark: 2, lag: 2, oldestUnsettledAt: p1[0]!.timestamp },
-          2: { frontier: 0, highWatermark: 0, lag: 0, oldestUnsettledAt: null },
+          0: { lowWatermark: 1, frontier: 0, highWatermark: 3, lag: 3, oldestUnsettledAt: p0[0]!.timestamp },
+          1: { lowWatermark: 1, frontier: 0, highWatermark: 2, lag: 2, oldestUnsettledAt: p1[0]!.timestamp },
+          2: { lowWatermark: 1, frontier: 0, highWatermark: 0, lag: 0, oldestUnsettledAt: null },
         },
       });
     });
@@ -173,7 +173,7 @@ export function registerFrontierTests(makeBackend: BackendFactory): void {
       const [l1, l2] = (await rheo.fetch('s', 'g', { limit: 2 })) as [Lease, Lease];
       await rheo.ack(l1);
       let lag = await rheo.lag('s', 'g');
-      expect(lag.partitions[0]).toEqual({ frontier: 1, highWatermark: 4, lag: 3, oldestUnsettledAt: events[1]!.timestamp });
+      expect(lag.partitions[0]).toEqual({ lowWatermark: 1, frontier: 1, highWatermark: 4, lag: 3, oldestUnsettledAt: events[1]!.timestamp });
       await rheo.ack(l2);
       lag = await rheo.lag('s', 'g');
       expect(lag.partitions[0]!.oldestUnsettledAt).toEqual(events[2]!.timestamp);

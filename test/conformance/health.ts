@@ -41,7 +41,8 @@ export function registerHealthTests(makeBackend: BackendFactory): void {
       }).toThrow(TypeError);
       // No backend offers these yet; a backend claiming one would promise calls that do not exist.
       expect(rheo.capabilities.transactions).toBe(false);
-      expect(rheo.capabilities.partitionOwnership).toBe(false);
+      const ownershipCalls = [backend.heartbeat, backend.leaveGroup, backend.releasePartitions, backend.readOwned, backend.commit, backend.members];
+      expect(rheo.capabilities.partitionOwnership).toBe(ownershipCalls.every((call) => typeof call === 'function'));
       // Only the Redis backend runs on a sharded cluster (when made on Redis Cluster), and that is distributed.
       if (backend.name !== 'redis') expect(rheo.capabilities.cluster).toBe(false);
       if (rheo.capabilities.cluster) expect(rheo.capabilities.distributed).toBe(true);

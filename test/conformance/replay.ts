@@ -180,7 +180,7 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       await rheo.ackMany(leases.slice(0, 2));
       await rheo.replay('s', 'g', { fromSequence: 1 });
       const lag = await rheo.lag('s', 'g');
-      expect(lag.partitions[0]).toEqual({ frontier: 0, highWatermark: 5, lag: 5, oldestUnsettledAt: events[0]!.timestamp });
+      expect(lag.partitions[0]).toEqual({ lowWatermark: 1, frontier: 0, highWatermark: 5, lag: 5, oldestUnsettledAt: events[0]!.timestamp });
       expect(lag.lag).toBe(5);
       expect((await rheo.groupInfo('s', 'g')).lag).toEqual(lag);
       expect(sequences(await rheo.fetch('s', 'g', { limit: 10 }))).toEqual([1, 2]);

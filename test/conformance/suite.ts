@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { registerBatchTests } from './batches.js';
+import { registerCancellationTests } from './cancellation.js';
 import { registerErrorTests } from './errors.js';
 import { registerFetchTests } from './fetch.js';
 import type { BackendFactory, ConformanceOptions } from './fixture.js';
@@ -10,11 +11,15 @@ import { registerLeaseTests } from './leases.js';
 import { registerLimitTests } from './limits.js';
 import { registerLineageTests } from './lineage.js';
 import { registerLogTests } from './log.js';
+import { registerOwnershipTests } from './ownership.js';
+import { registerPartitionScopeTests } from './partition-scope.js';
 import { registerPropertyTests } from './properties.js';
 import { registerQueryAllTests } from './query-all.js';
 import { registerQueryTests } from './query.js';
 import { registerRenewTests } from './renew.js';
 import { registerReplayTests } from './replay.js';
+import { registerRetentionProperty } from './retention-property.js';
+import { registerRetentionTests } from './retention.js';
 import { registerStorageTests } from './storage.js';
 
 export type { BackendFactory, ConformanceOptions } from './fixture.js';
@@ -42,10 +47,15 @@ export function runConformanceSuite(
     registerRenewTests(makeBackend);
     registerFrontierTests(makeBackend);
     registerReplayTests(makeBackend);
+    registerRetentionTests(makeBackend);
+    registerRetentionProperty(makeBackend);
+    registerPartitionScopeTests(makeBackend);
+    registerCancellationTests(makeBackend);
     registerErrorTests(makeBackend);
     registerLimitTests(makeBackend);
     registerInputParityTests(makeBackend);
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
     registerPropertyTests(makeBackend);
+    registerOwnershipTests(makeBackend);
   });
 }

@@ -43,6 +43,27 @@ describe('README quick start', () => {
   });
 });
 
+describe('README partition ownership', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rheo-readme-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('handles every event as a member, shows the membership, leaves and exits by itself', async () => {
+    const file = join(dir, 'partitions.mts');
+    writeFileSync(file, snippet('partitions'));
+    const child = spawn(process.execPath, ['--import', 'tsx', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const guard = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    clearTimeout(guard);
+    expect(code, stderr).toBe(0);
+    expect(stdout.split('\n').filter((l) => l.startsWith('shipped '))).toHaveLength(20);
+    expect(stdout).toContain('members: 1');
+  });
+});
+
 describe('README pipeline', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rheo-readme-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

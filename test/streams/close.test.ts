@@ -27,7 +27,7 @@ for (const factory of backendFactories) {
       const sink = createLeaseSink({
         producer,
         concurrency: 1,
-        handle: async (lease) => {
+        handler: async (lease) => {
           started.resolve(lease);
           await finish.promise;
         },
@@ -66,7 +66,7 @@ for (const factory of backendFactories) {
       const { rheo, timers, stream, group } = fx();
       // Not made by rheo.producer(), so close() does not know it: its own fetch tells it.
       const producer = new RheoProducer(rheo, { stream, group, timers, pollMs: 50 });
-      const sink = createLeaseSink({ producer, handle: () => 'ack' });
+      const sink = createLeaseSink({ producer, handler: () => 'ack' });
       const running = pipeline(producer, sink).then(
         () => null,
         (e: unknown) => e,

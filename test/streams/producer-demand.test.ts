@@ -24,7 +24,7 @@ for (const factory of backendFactories) {
       const sink = createLeaseSink({
         producer,
         concurrency: 2,
-        handle: async () => {
+        handler: async () => {
           samples.push(producer.inflightCount);
           // A slow handler: several turns of the event loop per lease.
           for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -106,7 +106,7 @@ for (const factory of backendFactories) {
       const sink = createLeaseSink({
         producer,
         concurrency: 10,
-        handle: async () => {
+        handler: async () => {
           await new Promise<void>((resolve) => setImmediate(resolve));
           if (++handled === 100) void producer.drain();
         },

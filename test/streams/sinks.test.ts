@@ -24,7 +24,7 @@ for (const factory of backendFactories) {
       const sink = createLeaseSink<{ n: number }>({
         producer,
         concurrency: 3,
-        handle: (lease) => {
+        handler: (lease) => {
           // All five were claimed by the first fetch: drain now, so nothing nacked here comes back in this run.
           if (++seen === 1) void producer.drain();
           if (lease.event.payload.n === 5) throw new Error('exploded');
@@ -44,6 +44,23 @@ for (const factory of backendFactories) {
       ]);
     });
 
+    it('still accepts the deprecated handler name `handle`', async () => {
+      const { rheo, stream, group } = fx();
+      await fx().append(2);
+      const producer = fx().producer({ maxDemand: 2 });
+      const seen: number[] = [];
+      const sink = createLeaseSink({
+        producer,
+        handle: (lease) => {
+          seen.push(lease.event.sequence);
+          if (seen.length === 2) void producer.drain();
+        },
+      });
+      await pipeline(producer, sink);
+      expect(seen.sort()).toEqual([1, 2]);
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
+
     it('reports a failed settle as an event and keeps going', async () => {
       const { faulty } = fx();
       await fx().append(3);
@@ -53,7 +70,7 @@ for (const factory of backendFactories) {
       let handled = 0;
       const sink = createLeaseSink({
         producer,
-        handle: () => {
+        handler: () => {
           if (++handled === 3) void producer.drain();
         },
       });
@@ -71,7 +88,7 @@ for (const factory of backendFactories) {
       const lost: SinkLeaseLostInfo<unknown>[] = [];
       const sink = createLeaseSink({
         producer,
-        handle: async () => {
+        handler: async () => {
           clock.advance(2000);
           await rheo.fetch(stream, group, { consumerId: 'thief' });
           void producer.drain();
@@ -89,7 +106,7 @@ for (const factory of backendFactories) {
       const producer = fx().producer();
       let release: () => void = () => {};
       const gate = new Promise<void>((resolve) => (release = resolve));
-      const sink = createLeaseSink({ producer, concurrency: 4, handle: () => gate });
+      const sink = createLeaseSink({ producer, concurrency: 4, handler: () => gate });
       const done = pipeline(Readable.from(leases), sink);
       await until(() => sink.activeCount === 4, 'four handlers run');
       release();
@@ -107,7 +124,7 @@ for (const factory of backendFactories) {
       const sink = createLeaseSink({
         producer,
         concurrency: 3,
-        handle: async (lease) => {
+        handler: async (lease) => {
           started.push(lease.event.sequence);
           peak = Math.max(peak, sink.activeCount);
           await new Promise<void>((resolve) => setImmediate(resolve));
@@ -128,7 +145,7 @@ for (const factory of backendFactories) {
       const sink = createLeaseSink({
         producer,
         concurrency: 2,
-        handle: async (lease) => {
+        handler: async (lease) => {
           started.push(lease.event.sequence);
           await new Promise<void>((resolve) => setImmediate(resolve));
         },
@@ -144,7 +161,7 @@ for (const factory of backendFactories) {
       const leases = await rheo.fetch(stream, group, { limit: 500 });
       const producer = fx().producer();
       let handled = 0;
-      const sink = createLeaseSink({ producer, concurrency: 2, handle: () => void handled++ });
+      const sink = createLeaseSink({ producer, concurrency: 2, handler: () => void handled++ });
       await pipeline(Readable.from(leases), sink);
       expect(handled).toBe(500);
       expect((await rheo.lag(stream, group)).lag).toBe(0);
@@ -158,7 +175,7 @@ for (const factory of backendFactories) {
       let signal: AbortSignal | null = null;
       const sink = createLeaseSink({
         producer,
-        handle: (_lease, context) => {
+        handler: (_lease, context) => {
           signal = context.signal;
           return new Promise<void>(() => {}); // never settles
         },
@@ -184,7 +201,7 @@ for (const factory of backendFactories) {
       const gate = new Promise<void>((resolve) => (release = resolve));
       const sink = createLeaseSink({
         producer,
-        handle: (lease) => {
+        handler: (lease) => {
           started.push(lease.event.sequence);
           void producer.drain();
           return gate;
@@ -222,7 +239,7 @@ for (const factory of backendFactories) {
         producer,
         batchSize: 3,
         batchTimeoutMs: 60_000,
-        handleBatch: (leases, { reason }) => {
+        handler: (leases, { reason }) => {
           batches.push([leases.map((l) => l.event.sequence), reason]);
           seen += leases.length;
           if (seen === 6) void producer.drain();
@@ -237,6 +254,24 @@ for (const factory of backendFactories) {
       expect((await rheo.lag(stream, group)).lag).toBe(0);
     });
 
+    it('still accepts the deprecated handler name `handleBatch`', async () => {
+      const { rheo, stream, group } = fx();
+      await fx().append(3);
+      const producer = fx().producer({ maxDemand: 3 });
+      const batches: number[][] = [];
+      const sink = createBatchSink({
+        producer,
+        batchSize: 3,
+        handleBatch: (leases) => {
+          batches.push(leases.map((l) => l.event.sequence));
+          void producer.drain();
+        },
+      });
+      await pipeline(producer, sink);
+      expect(batches).toEqual([[1, 2, 3]]);
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
+
     it('closes a partial batch when batchTimeoutMs passes', async () => {
       const { timers } = fx();
       await fx().append(2);
@@ -246,7 +281,7 @@ for (const factory of backendFactories) {
         producer,
         batchSize: 5,
         batchTimeoutMs: 500,
-        handleBatch: (leases, { reason }) => {
+        handler: (leases, { reason }) => {
           batches.push([leases.length, reason]);
           void producer.drain();
         },
@@ -269,7 +304,7 @@ for (const factory of backendFactories) {
       const sink = createBatchSink({
         producer,
         batchSize: 3,
-        handleBatch: () => {
+        handler: () => {
           batch++;
           // All six were claimed by the first fetch: drain now, so nothing nacked here comes back in this run.
           void producer.drain();
@@ -306,7 +341,7 @@ for (const factory of backendFactories) {
         producer,
         batchSize: 2,
         concurrency: 2,
-        handleBatch: async (batch) => {
+        handler: async (batch) => {
           started.push(batch.map((l) => l.event.sequence));
           peak = Math.max(peak, sink.activeCount);
           await new Promise<void>((resolve) => setImmediate(resolve));
@@ -329,7 +364,7 @@ for (const factory of backendFactories) {
         producer,
         batchSize: 1,
         batchTimeoutMs: 60_000,
-        handleBatch: (_batch, context) => {
+        handler: (_batch, context) => {
           signal = context.signal;
           return new Promise<void>(() => {}); // never settles
         },
@@ -352,7 +387,7 @@ for (const factory of backendFactories) {
 }
 
 it('lease type parameter flows to handlers', () => {
-  // Compile-time check: handle receives Lease<T>.
+  // Compile-time check: handler receives Lease<T>.
   const check = (lease: Lease<{ n: number }>): number => lease.event.payload.n;
   expect(typeof check).toBe('function');
 });
@@ -364,6 +399,10 @@ describe('sink and transform options', () => {
       () => createBatchSink(null as never),
       () => createRateLimit({ limit: 0, intervalMs: 10 }),
       () => createMapTransform({ map: 'nope' } as never),
+      // One handler under two names is ambiguous, not a silent pick.
+      () => createLeaseSink({ producer: {}, handler: () => 'ack', handle: () => 'ack' } as never),
+      () => createBatchSink({ producer: {}, handler: () => 'ack', handleBatch: () => 'ack' } as never),
+      () => createLeaseSink({ producer: {}, handler: 'ack' } as never),
     ];
     for (const make of bad) expect(make).toThrow(expect.objectContaining({ name: 'RheoError', code: 'invalid_argument' }));
   });

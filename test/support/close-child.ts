@@ -29,7 +29,7 @@ const pipedStarted = new Promise<void>((resolve) => (startedPiped = resolve));
 const producer = rheo.producer({ stream: 's', group: 'piped', maxDemand: 4 });
 const sink = createLeaseSink({
   producer,
-  handle: async (_lease, { signal }) => {
+  handler: async (_lease, { signal }) => {
     startedPiped();
     await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
   },

@@ -1,3 +1,4 @@
+import type { Logger } from '../../src/core/logger.js';
 import type { Backend, LeaseRef, RenewResult, SettleOp, SettleOutcome } from '../../src/core/backend.js';
 import { RheoError, type RheoErrorCode } from '../../src/core/errors.js';
 
@@ -206,6 +207,18 @@ export class FaultyBackend implements Backend {
   listStreams(): ReturnType<Backend['listStreams']> {
     return this.inner.listStreams();
   }
+  setRetention(...a: Parameters<Backend['setRetention']>): ReturnType<Backend['setRetention']> {
+    return this.inner.setRetention(...a);
+  }
+  trim(...a: Parameters<Backend['trim']>): ReturnType<Backend['trim']> {
+    return this.inner.trim(...a);
+  }
+  deleteGroup(...a: Parameters<Backend['deleteGroup']>): ReturnType<Backend['deleteGroup']> {
+    return this.inner.deleteGroup(...a);
+  }
+  deleteStream(...a: Parameters<Backend['deleteStream']>): ReturnType<Backend['deleteStream']> {
+    return this.inner.deleteStream(...a);
+  }
   createGroup(...a: Parameters<Backend['createGroup']>): ReturnType<Backend['createGroup']> {
     return this.inner.createGroup(...a);
   }
@@ -243,6 +256,10 @@ export class FaultyBackend implements Backend {
   storageStats(...a: Parameters<Backend['storageStats']>): ReturnType<Backend['storageStats']> {
     return this.inner.storageStats(...a);
   }
+  useLogger(logger: Logger): void {
+    this.inner.useLogger?.(logger);
+  }
+
   ping(): ReturnType<Backend['ping']> {
     return this.inner.ping();
   }

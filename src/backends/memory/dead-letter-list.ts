@@ -30,6 +30,11 @@ export class DeadLetterList {
     this.#order.push(entry.id);
   }
 
+  /** How many entries one partition holds. */
+  countIn(partition: number): number {
+    return this.#byDelivery.get(partition)?.size ?? 0;
+  }
+
   has(id: number): boolean {
     return this.#byId.has(id);
   }
@@ -54,6 +59,13 @@ export class DeadLetterList {
       if (sequence >= from) out.push(this.#byId.get(id)!);
     }
     return out;
+  }
+
+  /** Removes the entries of one partition with `sequence <= upTo` (their events were trimmed). */
+  removeUpTo(partition: number, upTo: number): void {
+    for (const [sequence, id] of this.#byDelivery.get(partition) ?? []) {
+      if (sequence <= upTo) this.remove(this.#byId.get(id)!);
+    }
   }
 
   all(): DeadLetterEntry[] {

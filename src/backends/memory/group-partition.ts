@@ -164,6 +164,54 @@ export class GroupPartition {
     this.makePending(d, now);
   }
 
+  /**
+   * A trim deleted every sequence up to `upTo`: those the group had not
+   * settled (open, or never offered and not held) count as dead-lettered and
+   * gone; the cursor moves to at least `upTo` so the frontier never sits
+   * below a deleted sequence. Returns how many were unsettled. Costs
+   * O(open + held) and runs only on trims that pass the frontier.
+   */
+  trimTo(upTo: number): number {
+    let unsettled = 0;
+    for (const d of [...this.open.values()]) {
+      if (d.sequence > upTo) continue;
+      this.close(d);
+      unsettled++;
+    }
+    let heldBelow = 0;
+    for (const s of this.#held) {
+      if (s > upTo) continue;
+      this.#held.delete(s);
+      if (s > this.cursor) heldBelow++;
+    }
+    if (upTo > this.cursor) {
+      unsettled += upTo - this.cursor - heldBelow;
+      this.cursor = upTo;
+    }
+    this.#advance();
+    return unsettled;
+  }
+
+  /**
+   * Offset commit (partition ownership): everything up to `upTo` is settled.
+   * Open deliveries at or below it (reopened by a replay or redrive that the
+   * owner has since handled again) close; the cursor moves up to it. Costs
+   * O(open), which is zero in a group consumed by ownership.
+   */
+  commitTo(upTo: number): void {
+    for (const d of [...this.open.values()]) if (d.sequence <= upTo) this.close(d);
+    if (upTo > this.cursor) this.cursor = upTo;
+    for (const s of this.#held) if (s <= this.cursor) this.#held.delete(s);
+    this.#advance();
+  }
+
+  /** Whether a lease is live at `now` (ownership refuses to start beside competing consumers). */
+  hasLiveLease(now: number): boolean {
+    if (this.leasedCount === 0) return false;
+    for (const d of this.open.values()) if (d.state === 'leased' && d.visibleAt > now) return true;
+    return false;
+  }
+
   /** Heap entries held for this partition (stale ones included): bounded by a multiple of the open deliveries. */
   get heapEntries(): number {
     return this.#openSeqs.size + this.#timers.size + this.#ready.size;

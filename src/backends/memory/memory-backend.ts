@@ -2,6 +2,11 @@ import type {
   Backend,
   BackendCapabilities,
   AppendOutcome,
+  CommitOp,
+  GroupMembership,
+  HeartbeatRequest,
+  MemberView,
+  OwnershipFence,
   FetchRequest,
   GroupSpec,
   GroupStart,
@@ -11,8 +16,11 @@ import type {
   NormalizedReplay,
   PreparedAppend,
   RenewResult,
+  RetentionPolicy,
   SettleOp,
   SettleOutcome,
+  TrimReport,
+  TrimRequest,
 } from '../../core/backend.js';
 import { receiptOf } from '../../core/backend.js';
 import { systemClock, type Clock } from '../../core/clock.js';
@@ -25,6 +33,7 @@ import {
   streamNotFound,
 } from '../../core/errors.js';
 import { newLeaseId, uuidv7 } from '../../core/ids.js';
+import { staleGeneration } from '../../core/membership.js';
 import type {
   DeadLetter,
   GroupInfo,
@@ -37,9 +46,10 @@ import type {
 } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import { DeadLetterList } from './dead-letter-list.js';
-import { groupLag, partitionList, startPartitions, type GroupState } from './group-state.js';
+import { groupLag, groupScope, partitionList, startPartitions, type GroupState } from './group-state.js';
 import type { GroupPartition, OpenDelivery } from './group-partition.js';
 import { StreamLog } from './stream-log.js';
+import * as ownership from './ownership.js';
 
 export interface MemoryBackendOptions {
   /** Lease expiry and event timestamps read this clock. Default: the system clock. */
@@ -55,6 +65,7 @@ interface Spent {
 
 interface StreamState {
   readonly log: StreamLog;
+  retention: RetentionPolicy | null;
   readonly groups: Map<string, GroupState>;
   readonly waiters: Set<() => void>;
 }
@@ -77,7 +88,7 @@ class MemoryBackend implements Backend {
     distributed: false,
     notifications: true,
     transactions: false,
-    partitionOwnership: false,
+    partitionOwnership: true,
     cluster: false,
   });
   readonly #clock: Clock;
@@ -105,13 +116,14 @@ class MemoryBackend implements Backend {
     for (const s of this.#streams.values()) for (const wake of s.waiters) wake();
   }
 
-  async createStream(name: string, partitions: number): Promise<void> {
+  async createStream(name: string, partitions: number, retention: RetentionPolicy | null = null): Promise<void> {
     this.#assertOpen();
     if (this.#streams.has(name)) {
       throw new RheoError('already_exists', `stream "${name}" already exists`, { stream: name });
     }
     this.#streams.set(name, {
       log: new StreamLog(name, partitions, new Date(this.#clock.now())),
+      retention: retention && { ...retention },
       groups: new Map(),
       waiters: new Set(),
     });
@@ -120,7 +132,19 @@ class MemoryBackend implements Backend {
   async listStreams(): Promise<StreamInfo[]> {
     this.#assertOpen();
     return [...this.#streams.values()]
-      .map(({ log }) => ({ name: log.name, partitions: log.partitions, createdAt: new Date(log.createdAt) }))
+      .map(({ log, retention }) => {
+        const watermarks: StreamInfo['watermarks'] = {};
+        for (let p = 0; p < log.partitions; p++) {
+          watermarks[p] = { lowWatermark: log.lowWatermark(p), highWatermark: log.highWatermark(p) };
+        }
+        return {
+          name: log.name,
+          partitions: log.partitions,
+          createdAt: new Date(log.createdAt),
+          retention: retention && { ...retention },
+          watermarks,
+        };
+      })
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
@@ -129,11 +153,20 @@ class MemoryBackend implements Backend {
     // The request is checked against the stream before the name is: a bad
     // start is invalid_partition whether or not the group exists (PostgreSQL
     // checks it before its insert can conflict).
-    const parts = startPartitions(s.log, spec.start);
+    const partitions = partitionList(s.log, spec.partitions ?? null);
+    const parts = startPartitions(s.log, group, spec.start, partitions);
     if (s.groups.has(group)) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
     }
-    s.groups.set(group, { name: group, maxAttempts: spec.maxAttempts, parts, deadLetters: new DeadLetterList(), rotation: 0 });
+    s.groups.set(group, {
+      name: group,
+      maxAttempts: spec.maxAttempts,
+      partitions: Object.freeze(partitions),
+      parts,
+      deadLetters: new DeadLetterList(),
+      rotation: 0,
+      membership: null,
+    });
   }
 
   async listGroups(stream: string): Promise<string[]> {
@@ -194,7 +227,7 @@ class MemoryBackend implements Backend {
 
   async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
     const { log, g } = this.#group(stream, group);
-    const partitions = partitionList(log, request.partitions);
+    const partitions = groupScope(log, g, request.partitions);
     const now = this.#clock.now();
     const leases: Lease[] = [];
     const start = g.rotation++ % partitions.length;
@@ -256,15 +289,22 @@ class MemoryBackend implements Backend {
     });
   }
 
-  async lag(stream: string, group: string): Promise<LagReport> {
+  async lag(stream: string, group: string, only: number[] | null = null): Promise<LagReport> {
     const { log, g } = this.#group(stream, group);
-    return groupLag(log, g);
+    return groupLag(log, g, groupScope(log, g, only));
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, only: number[] | null): Promise<void> {
     const { log, g } = this.#group(stream, group);
-    const partitions = partitionList(log, only);
+    const partitions = groupScope(log, g, only);
     const now = this.#clock.now();
+    if (spec.kind === 'query') {
+      // Reopened in log order per partition; all matches are found before
+      // the first is reopened, so the replay is all or nothing like the others.
+      const matched = partitions.flatMap((p) => log.matching(p, spec.query));
+      for (const e of matched) this.#reopen(g, e.partition, e.sequence, now);
+      return;
+    }
     if (spec.kind === 'eventIds') {
       const events = spec.eventIds.map((id) => {
         const e = log.byId.get(id);
@@ -272,18 +312,17 @@ class MemoryBackend implements Backend {
         return e;
       });
       const allowed = new Set(partitions);
+      ownership.bumpGenerations(g, [...new Set(events.map((e) => e.partition))].filter((p) => allowed.has(p)));
       for (const e of events) {
-        if (!allowed.has(e.partition)) continue;
-        const part = g.parts[e.partition]!;
-        if (!part.isSettled(e.sequence)) continue;
-        const dead = g.deadLetters.find(e.partition, e.sequence);
-        if (dead) g.deadLetters.remove(dead);
-        part.reopen(e.sequence, now);
+        if (allowed.has(e.partition)) this.#reopen(g, e.partition, e.sequence, now);
       }
       return;
     }
+    ownership.bumpGenerations(g, partitions);
     for (const p of partitions) {
-      const from = spec.kind === 'fromSequence' ? spec.fromSequence : log.firstSequenceAt(p, spec.from.getTime());
+      // Below the low watermark a replay starts at it (docs/semantics.md, "Retention").
+      const from =
+        spec.kind === 'fromSequence' ? Math.max(spec.fromSequence, log.lowWatermark(p)) : log.firstSequenceAt(p, spec.from.getTime());
       if (from === null) continue;
       const part = g.parts[p]!;
       part.rewind(from);
@@ -291,10 +330,15 @@ class MemoryBackend implements Backend {
     }
   }
 
-  async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
+  async resetGroup(stream: string, group: string, start: GroupStart, only: number[] | null = null): Promise<void> {
     const { log, g } = this.#group(stream, group);
-    g.parts = startPartitions(log, start);
-    g.deadLetters.clear();
+    const scope = groupScope(log, g, only);
+    const fresh = startPartitions(log, group, start, scope);
+    for (const p of scope) {
+      g.parts[p] = fresh[p]!;
+      for (const dead of g.deadLetters.inPartitionFrom(p, 0)) g.deadLetters.remove(dead);
+    }
+    ownership.bumpGenerations(g, scope);
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {
@@ -306,6 +350,9 @@ class MemoryBackend implements Backend {
       lag: groupLag(log, g),
       inflight: g.parts.reduce((n, part) => n + part.leasedCount, 0),
       deadLetters: g.deadLetters.size,
+      partitions: Object.fromEntries(
+        g.partitions.map((p) => [p, { inflight: g.parts[p]!.leasedCount, deadLetters: g.deadLetters.countIn(p) }]),
+      ),
     };
   }
 
@@ -349,11 +396,72 @@ class MemoryBackend implements Backend {
             const dead = e && g.deadLetters.find(e.partition, e.sequence);
             return dead ? [dead] : [];
           });
+    ownership.bumpGenerations(g, [...new Set(entries.map((dead) => dead.partition))]);
     for (const dead of entries) {
       g.deadLetters.remove(dead);
       g.parts[dead.partition]!.reopen(dead.sequence, now);
     }
     return entries.length;
+  }
+
+  async setRetention(stream: string, retention: RetentionPolicy | null): Promise<void> {
+    this.#stream(stream).retention = retention && { ...retention };
+  }
+
+  /**
+   * Per partition in order, while the batch limit lasts: the bound is the
+   * higher of the count bound and the age bound (the leading run of old
+   * events), capped by every group's frontier unless forced. Groups passed
+   * by a forced bound lose their unsettled sequences below it.
+   */
+  async trim(stream: string, request: TrimRequest): Promise<TrimReport> {
+    const s = this.#stream(stream);
+    const { log } = s;
+    const explicit = request.before !== null || request.keep !== null;
+    const policy = explicit ? null : s.retention;
+    const keep = explicit ? request.keep : (policy?.maxEvents ?? null);
+    const beforeMs = explicit
+      ? (request.before?.getTime() ?? null)
+      : policy?.maxAgeMs != null
+        ? this.#clock.now() - policy.maxAgeMs
+        : null;
+    const report: TrimReport = { deleted: 0, partitions: {}, forced: [] };
+    let budget = request.limit;
+    for (let p = 0; p < log.partitions; p++) {
+      const low = log.lowWatermark(p);
+      let bound = low - 1;
+      if (budget > 0 && (explicit || policy !== null)) {
+        if (keep !== null) bound = Math.max(bound, log.highWatermark(p) - keep);
+        if (beforeMs !== null) bound = Math.max(bound, log.lastBefore(p, beforeMs, budget));
+        bound = Math.min(bound, low - 1 + budget);
+        if (!request.force) for (const g of s.groups.values()) bound = Math.min(bound, g.parts[p]!.frontier());
+      }
+      if (bound >= low) {
+        for (const g of [...s.groups.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+          const unsettled = g.parts[p]!.trimTo(bound);
+          g.deadLetters.removeUpTo(p, bound);
+          if (unsettled > 0) report.forced.push({ group: g.name, partition: p, unsettled });
+        }
+      }
+      const deleted = bound >= low ? log.trimTo(p, bound) : 0;
+      budget -= deleted;
+      report.deleted += deleted;
+      report.partitions[p] = { deleted, lowWatermark: log.lowWatermark(p) };
+    }
+    return report;
+  }
+
+  async deleteGroup(stream: string, group: string): Promise<void> {
+    const s = this.#stream(stream);
+    if (!s.groups.delete(group)) throw groupNotFound(stream, group);
+  }
+
+  async deleteStream(stream: string): Promise<void> {
+    const s = this.#stream(stream);
+    this.#streams.delete(stream);
+    // Idle producers of the stream look again (and find it gone) instead of waiting out their poll.
+    for (const wake of [...s.waiters]) wake();
+    s.waiters.clear();
   }
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
@@ -382,7 +490,56 @@ class MemoryBackend implements Backend {
     };
   }
 
+  // ---- partition ownership (DESIGN.md §7; src/core/membership.ts) --------
+
+  async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+    const { log, g } = this.#group(stream, group);
+    return ownership.heartbeat(log, g, request, this.#clock.now()).view;
+  }
+
+  async leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    const { g } = this.#group(stream, group);
+    ownership.leave(g, memberId, this.#clock.now());
+  }
+
+  async releasePartitions(fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+    this.#assertOpen();
+    return fences.map((fence) => ownership.release(this.#streams.get(fence.stream)?.groups.get(fence.group), fence));
+  }
+
+  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+    const { log, g } = this.#group(fence.stream, fence.group);
+    if (fence.partition >= log.partitions) throw invalidPartition(fence.stream, fence.partition, log.partitions);
+    if (!ownership.fencedSlot(g, fence)) throw staleGeneration(fence);
+    return log.read(fence.partition, after, limit, maxBytes);
+  }
+
+  async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    this.#assertOpen();
+    const now = this.#clock.now();
+    return ops.map((op) => {
+      const s = this.#streams.get(op.stream);
+      return ownership.commit(s?.log, s?.groups.get(op.group), op, (g, partition, sequence, attempt, reason) =>
+        g.deadLetters.add({ id: ++this.#deadLetterIds, partition, sequence, attempt, reason, deadLetteredAt: now }),
+      );
+    });
+  }
+
+  async members(stream: string, group: string): Promise<GroupMembership> {
+    const { log, g } = this.#group(stream, group);
+    return ownership.membership(log, g.membership, this.#clock.now());
+  }
+
   // ---- internals ----------------------------------------------------------
+
+  /** Replay of one event: a settled (acked or dead) delivery becomes claimable again with attempts reset; an open one is left alone. */
+  #reopen(g: GroupState, p: number, sequence: number, now: number): void {
+    const part = g.parts[p]!;
+    if (!part.isSettled(sequence)) return;
+    const dead = g.deadLetters.find(p, sequence);
+    if (dead) g.deadLetters.remove(dead);
+    part.reopen(sequence, now);
+  }
 
   /**
    * Claims the partition's lowest claimable delivery; spent ones on the way

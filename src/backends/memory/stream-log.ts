@@ -1,12 +1,20 @@
-import type { NormalizedQuery, QueryPosition } from '../../core/backend.js';
+import type { NormalizedQuery, QueryPosition, ReplayQuery } from '../../core/backend.js';
 import { comparePositions, encodeQueryCursor } from '../../core/query-cursor.js';
 import type { JsonValue, QueryResult, RheoEvent } from '../../core/types.js';
 
 interface PartitionLog {
-  /** `events[s - 1]` is sequence `s`: reads by sequence are O(1). */
-  readonly events: RheoEvent[];
-  /** `sizes[s - 1]`: payload plus metadata bytes of sequence `s` (core/json-size.ts), for byte budgets. */
-  readonly sizes: number[];
+  /**
+   * `events[s - 1 - base]` is sequence `s`: reads by sequence are O(1).
+   * Trimmed events below `head` are dropped from the arrays in one splice
+   * once they are more than half of them (amortised O(1) per trimmed event).
+   */
+  events: RheoEvent[];
+  /** `sizes[s - 1 - base]`: payload plus metadata bytes of sequence `s` (core/json-size.ts), for byte budgets. */
+  sizes: number[];
+  /** Sequences spliced out of the arrays. */
+  base: number;
+  /** Array index of the first retained event: the low watermark is `base + head + 1`. */
+  head: number;
   /** True while timestamps never decreased, which lets time lookups binary-search. */
   monotonic: boolean;
 }
@@ -23,15 +31,52 @@ export class StreamLog {
     this.name = name;
     this.partitions = partitions;
     this.createdAt = createdAt;
-    this.#parts = Array.from({ length: partitions }, () => ({ events: [], sizes: [], monotonic: true }));
+    this.#parts = Array.from({ length: partitions }, () => ({ events: [], sizes: [], base: 0, head: 0, monotonic: true }));
   }
 
   highWatermark(partition: number): number {
-    return this.#part(partition).events.length;
+    const part = this.#part(partition);
+    return part.base + part.events.length;
+  }
+
+  /** First retained sequence; `highWatermark + 1` when nothing is retained. */
+  lowWatermark(partition: number): number {
+    const part = this.#part(partition);
+    return part.base + part.head + 1;
   }
 
   nextSequence(partition: number): number {
-    return this.#part(partition).events.length + 1;
+    return this.highWatermark(partition) + 1;
+  }
+
+  /**
+   * The highest sequence a trim may reach by age: the last of the leading run
+   * of retained events with `timestamp < cutoffMs`, looking at most `limit`
+   * events past the low watermark. `lowWatermark - 1` when the first is not old.
+   */
+  lastBefore(partition: number, cutoffMs: number, limit: number): number {
+    const part = this.#part(partition);
+    const end = Math.min(part.events.length, part.head + limit);
+    let i = part.head;
+    while (i < end && part.events[i]!.timestamp.getTime() < cutoffMs) i++;
+    return part.base + i;
+  }
+
+  /** Deletes the events up to `upTo` (inclusive) from the front; returns how many. */
+  trimTo(partition: number, upTo: number): number {
+    const part = this.#part(partition);
+    const from = part.head;
+    const to = Math.min(part.events.length, upTo - part.base);
+    if (to <= from) return 0;
+    for (let i = from; i < to; i++) this.byId.delete(part.events[i]!.id);
+    part.head = to;
+    if (part.head > 1024 && part.head * 2 > part.events.length) {
+      part.events = part.events.slice(part.head);
+      part.sizes = part.sizes.slice(part.head);
+      part.base += part.head;
+      part.head = 0;
+    }
+    return to - from;
   }
 
   push(event: RheoEvent, size: number): void {
@@ -44,61 +89,62 @@ export class StreamLog {
   }
 
   event(partition: number, sequence: number): RheoEvent | undefined {
-    return this.#part(partition).events[sequence - 1];
+    const part = this.#part(partition);
+    const i = sequence - 1 - part.base;
+    return i >= part.head ? part.events[i] : undefined;
   }
 
   size(partition: number, sequence: number): number {
-    return this.#part(partition).sizes[sequence - 1] ?? 0;
+    const part = this.#part(partition);
+    const i = sequence - 1 - part.base;
+    return i >= part.head ? (part.sizes[i] ?? 0) : 0;
   }
 
+  /** Retained events after `after` (from the low watermark when `after` lies below it). */
   read(partition: number, after: number, limit: number, maxBytes: number): RheoEvent[] {
-    const { events, sizes } = this.#part(partition);
-    const end = Math.min(events.length, after + limit);
-    let i = after;
+    const { events, sizes, base, head } = this.#part(partition);
+    const start = Math.max(head, after - base);
+    const end = Math.min(events.length, start + limit);
+    let i = start;
     for (let bytes = 0; i < end; i++) {
       bytes += sizes[i]!;
-      if (bytes > maxBytes && i > after) break;
+      if (bytes > maxBytes && i > start) break;
     }
-    return events.slice(after, i);
+    return events.slice(start, i);
   }
 
   /** Lowest sequence with `timestamp >= at`, or `null`. */
   firstSequenceAt(partition: number, at: number): number | null {
-    const { events, monotonic } = this.#part(partition);
+    const { events, monotonic, base, head } = this.#part(partition);
     if (monotonic) {
-      let lo = 0;
+      let lo = head;
       let hi = events.length;
       while (lo < hi) {
         const mid = (lo + hi) >> 1;
         if (events[mid]!.timestamp.getTime() < at) lo = mid + 1;
         else hi = mid;
       }
-      return lo < events.length ? lo + 1 : null;
+      return lo < events.length ? base + lo + 1 : null;
     }
     // Caller-supplied timestamps went backwards in this partition: only a scan is exact.
-    const i = events.findIndex((e) => e.timestamp.getTime() >= at);
-    return i < 0 ? null : i + 1;
+    for (let i = head; i < events.length; i++) if (events[i]!.timestamp.getTime() >= at) return base + i + 1;
+    return null;
   }
 
   /** Query is a filtered scan within the sequence bounds, then an order by `(timestamp, partition, sequence)`. */
   query(q: NormalizedQuery): QueryResult {
     const parts = q.partition === null ? [...this.#parts.keys()] : [q.partition];
     const matches: RheoEvent[] = [];
-    const types = q.types ? new Set(q.types) : null;
-    const fromMs = q.from?.getTime() ?? -Infinity;
-    const toMs = q.to?.getTime() ?? Infinity;
+    const test = eventFilter(q);
     for (const p of parts) {
-      const events = this.#parts[p]?.events ?? [];
-      const lo = q.afterSequence ?? 0;
-      const hi = Math.min(events.length, q.untilSequence ?? events.length);
+      const part = this.#parts[p];
+      if (!part) continue;
+      const { events, base, head } = part;
+      const lo = Math.max(head, (q.afterSequence ?? 0) - base);
+      const hi = Math.min(events.length, (q.untilSequence ?? Number.MAX_SAFE_INTEGER) - base);
       for (let i = lo; i < hi; i++) {
         const e = events[i]!;
-        const ts = e.timestamp.getTime();
-        if (ts < fromMs || ts >= toMs) continue;
-        if (types && !types.has(e.type)) continue;
-        if (q.key !== null && e.key !== q.key) continue;
-        if (q.wherePayload !== undefined && !jsonContains(e.payload, q.wherePayload)) continue;
-        if (q.whereMetadata !== undefined && !jsonContains(e.metadata, q.whereMetadata)) continue;
+        if (!test(e)) continue;
         if (q.cursor && !isAfter(positionOf(e), q.cursor, q.order)) continue;
         matches.push(e);
       }
@@ -119,11 +165,33 @@ export class StreamLog {
     return { events, nextCursor };
   }
 
+  /** Every event of one partition that matches a replay's filter, in sequence order (a scan of the partition). */
+  matching(partition: number, q: ReplayQuery): RheoEvent[] {
+    const test = eventFilter(q);
+    return this.#part(partition).events.filter(test);
+  }
+
   #part(partition: number): PartitionLog {
     const part = this.#parts[partition];
     if (!part) throw new RangeError(`partition ${partition} of ${this.name}`);
     return part;
   }
+}
+
+/** The filter part of a query, shared by `query` and replay by query so the two match the same events. */
+function eventFilter(q: ReplayQuery): (e: RheoEvent) => boolean {
+  const types = q.types ? new Set(q.types) : null;
+  const fromMs = q.from?.getTime() ?? -Infinity;
+  const toMs = q.to?.getTime() ?? Infinity;
+  return (e) => {
+    const ts = e.timestamp.getTime();
+    if (ts < fromMs || ts >= toMs) return false;
+    if (types && !types.has(e.type)) return false;
+    if (q.key !== null && e.key !== q.key) return false;
+    if (q.wherePayload !== undefined && !jsonContains(e.payload, q.wherePayload)) return false;
+    if (q.whereMetadata !== undefined && !jsonContains(e.metadata, q.whereMetadata)) return false;
+    return true;
+  };
 }
 
 function positionOf(e: RheoEvent): QueryPosition {

@@ -1,4 +1,5 @@
 import { groupNotFound, invalidPartition, streamNotFound } from '../../core/errors.js';
+import { scopedPartitions } from '../../core/partition-scope.js';
 import type { Database } from './connection.js';
 import type { Statements } from './statements.js';
 
@@ -13,20 +14,27 @@ export interface GroupRef {
   name: string;
   stream: StreamRef;
   maxAttempts: number;
+  /** The partitions the group covers, ascending. */
+  partitions: number[];
 }
 
 /**
- * Name -> id lookups for streams and groups. Streams and groups are never
- * deleted and their partition count and maxAttempts never change, so a found
- * entry is cached for the backend's lifetime; misses are not cached (another
- * process may create the name a moment later). After warm-up every hot path
- * is a single statement.
+ * Name -> id lookups for streams and groups. A stream's partition count and
+ * a group's maxAttempts never change, and ids are never reused, so a found
+ * entry is cached; misses are not cached (another process may create the
+ * name a moment later). After warm-up every hot path is a single statement.
+ * Deletion (issue 14) is the one way an entry goes stale: this process
+ * forgets what it deletes, and the paths that find nothing under a cached id
+ * (an empty fetch or read, an append that stored nothing) look the name up
+ * again (`revalidate`) to notice another process deleted or re-created it.
  */
 export class Catalog {
   readonly #db: Database;
   readonly #sql: Statements;
   readonly #streams = new Map<string, StreamRef>();
   readonly #groups = new Map<string, GroupRef>();
+  /** When each name was last revalidated (monotonic ms). */
+  readonly #validated = new Map<string, number>();
 
   constructor(db: Database, sql: Statements) {
     this.#db = db;
@@ -59,15 +67,66 @@ export class Catalog {
     if (cached) return cached;
     const streamRef = await this.findStream(stream);
     if (!streamRef) return null;
-    const [row] = await this.#db.query<{ id: number; max_attempts: number }>(
+    const [row] = await this.#db.query<{ id: number; max_attempts: number; partitions: number[] }>(
       { action: `look up group "${group}" of stream "${stream}"`, stream, group, writes: false },
       this.#sql.lookupGroup,
       [streamRef.id, group],
     );
     if (!row) return null;
-    const ref = { id: row.id, name: group, stream: streamRef, maxAttempts: row.max_attempts };
+    const ref = { id: row.id, name: group, stream: streamRef, maxAttempts: row.max_attempts, partitions: row.partitions };
     this.#groups.set(key, ref);
     return ref;
+  }
+
+  /** Drops the cached stream and its groups. */
+  forgetStream(name: string): void {
+    this.#streams.delete(name);
+    const prefix = `${name}\u0000`;
+    for (const key of [...this.#groups.keys()]) if (key.startsWith(prefix)) this.#groups.delete(key);
+  }
+
+  forgetGroup(stream: string, group: string): void {
+    this.#groups.delete(`${stream}\u0000${group}`);
+  }
+
+  /**
+   * Whether the cached ids of `stream` (and `group`) are still current;
+   * when not, forgets them so the next lookup finds the current ones (or
+   * reports them missing). Costs one or two lookups.
+   */
+  async revalidate(stream: string, group?: string): Promise<boolean> {
+    // At most once a second per name: idle producers fetch nothing every poll.
+    const key = group === undefined ? stream : `${stream}\u0000${group}`;
+    const now = performance.now();
+    const last = this.#validated.get(key);
+    if (last !== undefined && now - last < 1000) return true;
+    this.#validated.set(key, now);
+    if (this.#validated.size > 10_000) this.#validated.clear();
+    const cached = this.#streams.get(stream);
+    if (cached) {
+      const [row] = await this.#db.query<{ id: number }>(
+        { action: `look up stream "${stream}"`, stream, writes: false },
+        this.#sql.lookupStream,
+        [stream],
+      );
+      if (!row || row.id !== cached.id) {
+        this.forgetStream(stream);
+        return false;
+      }
+    }
+    if (group === undefined) return true;
+    const g = this.#groups.get(`${stream}\u0000${group}`);
+    if (!g) return true;
+    const [row] = await this.#db.query<{ id: number }>(
+      { action: `look up group "${group}" of stream "${stream}"`, stream, group, writes: false },
+      this.#sql.lookupGroup,
+      [g.stream.id, group],
+    );
+    if (!row || row.id !== g.id) {
+      this.forgetGroup(stream, group);
+      return false;
+    }
+    return true;
   }
 
   async group(stream: string, group: string): Promise<GroupRef> {
@@ -83,4 +142,10 @@ export function checkPartitions(stream: StreamRef, partitions: Iterable<number>)
   for (const p of partitions) {
     if (p < 0 || p >= stream.partitions) throw invalidPartition(stream.name, p, stream.partitions);
   }
+}
+
+/** The partitions a call on `g` covers: the group's, or the requested ones (each in the stream and in the group). */
+export function groupScope(g: GroupRef, requested: number[] | null): number[] {
+  if (requested !== null) checkPartitions(g.stream, requested);
+  return scopedPartitions(g.stream.name, g.name, g.partitions, requested);
 }

@@ -1,5 +1,6 @@
 import type { PreparedText } from './statements.js';
-import type pg from 'pg';
+import pg from 'pg';
+import { currentCallSignal } from '../../core/call-options.js';
 import { RheoError } from '../../core/errors.js';
 import { classifyError, sqlState, type FailureContext } from './errors.js';
 
@@ -59,13 +60,21 @@ export class Database {
   /** `statement` is SQL text, or a named statement that each connection prepares once. */
   async query<R>(ctx: StatementContext, statement: string | PreparedText, values: unknown[]): Promise<R[]> {
     const config = typeof statement === 'string' ? { text: statement } : { name: statement.name, text: statement.text };
+    const signal = currentCallSignal();
     for (let attempt = 1; ; attempt++) {
       const client = await this.#checkout(ctx);
+      if (signal?.aborted) {
+        client.release();
+        throw notSent(ctx);
+      }
+      const cancel = new StatementCancel(client.connection, signal);
       try {
         const result = await client.connection.query<R & pg.QueryResultRow>({ ...config, values, types: TYPES });
+        await cancel.done();
         client.release();
         return result.rows;
       } catch (error) {
+        await cancel.done();
         client.release(brokenConnection(error) ? asError(error) : undefined);
         // A deadlock or serialization failure rolled the statement back whole.
         if (attempt < MAX_TRANSIENT_RETRIES && TRANSIENT.has(sqlState(error) ?? '')) continue;
@@ -82,19 +91,33 @@ export class Database {
   async transaction<T>(ctx: StatementContext, fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const client = await this.#checkout(ctx);
     const connection = client.connection;
+    const signal = currentCallSignal();
     let committing = false;
-    const tx: Queryable = {
-      query: ((config: pg.QueryConfig) => connection.query({ ...config, types: TYPES })) as Queryable['query'],
+    // A cancel request reaches only a running statement, so an abort between
+    // statements is checked before each one: the transaction then rolls back.
+    const checkAborted = (): void => {
+      if (signal?.aborted) throw new CallAborted();
     };
+    const tx: Queryable = {
+      query: ((config: pg.QueryConfig) => {
+        checkAborted();
+        return connection.query({ ...config, types: TYPES });
+      }) as Queryable['query'],
+    };
+    const cancel = new StatementCancel(connection, signal);
     try {
+      checkAborted();
       await connection.query('BEGIN');
       const result = await fn(tx);
+      checkAborted();
       committing = true;
       await connection.query('COMMIT');
+      await cancel.done();
       client.release();
       return result;
     } catch (error) {
-      const broken = brokenConnection(error);
+      await cancel.done();
+      const broken = !(error instanceof CallAborted) && brokenConnection(error);
       if (!committing && !broken) {
         try {
           await connection.query('ROLLBACK');
@@ -105,6 +128,8 @@ export class Database {
         }
       }
       client.release(broken ? asError(error) : undefined);
+      // Rolled back above: an abort between statements wrote nothing.
+      if (error instanceof CallAborted) throw notSent(ctx);
       throw classifyError(error, { ...ctx, sent: true, writes: ctx.writes && committing });
     }
   }
@@ -164,6 +189,97 @@ class CheckedOut {
     this.connection.removeListener('error', this.#onError);
     this.connection.release(error ?? this.#lost ?? undefined);
   }
+}
+
+/** A statement not sent because the facade call it belonged to was aborted first. */
+class CallAborted extends Error {
+  constructor() {
+    super('the call was aborted before this statement was sent');
+    this.name = 'CallAborted';
+  }
+}
+
+function notSent(ctx: StatementContext): RheoError {
+  return new RheoError('backend_unavailable', `${ctx.action} was aborted before it was sent; nothing was written`, {
+    stream: ctx.stream,
+    group: ctx.group,
+  });
+}
+
+/** The parts of a pooled `pg.Client` a cancel request needs (public fields the types do not declare). */
+interface CancelTarget {
+  processID: number | null;
+  secretKey: number | null;
+  host: string;
+  port: number;
+}
+
+/** `pg.Connection`'s raw protocol calls a cancel request uses. */
+interface RawConnection {
+  connect(port: number | string, host?: string): void;
+  cancel(processID: number, secretKey: number): void;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  end(): void;
+}
+
+/**
+ * Cancels the statement running on `connection` when `signal` aborts, with
+ * PostgreSQL's cancel request: a separate short-lived socket that needs no
+ * pool slot and no login (a pool whose every connection waits on a lock
+ * could not lend one for `pg_cancel_backend`). The server then fails the
+ * statement with 57014 and rolls it back. `done()` waits for a cancel in
+ * flight, so the connection goes back to the pool only once no late cancel
+ * can hit the next statement run on it.
+ */
+class StatementCancel {
+  readonly #signal: AbortSignal | undefined;
+  #request: Promise<void> | null = null;
+  readonly #onAbort: () => void;
+
+  constructor(connection: pg.PoolClient, signal: AbortSignal | undefined) {
+    this.#signal = signal;
+    this.#onAbort = () => {
+      this.#request ??= sendCancelRequest(connection as unknown as CancelTarget);
+    };
+    signal?.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  async done(): Promise<void> {
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+    if (this.#request) await this.#request;
+  }
+}
+
+/** Best effort, never rejects: resolves once the server closed the cancel socket, or after 5 s. */
+function sendCancelRequest(target: CancelTarget): Promise<void> {
+  const { processID, secretKey } = target;
+  if (processID === null || secretKey === null) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const raw = new pg.Connection() as unknown as RawConnection;
+    let finished = false;
+    const finish = (): void => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      try {
+        raw.end();
+      } catch {
+        // Already closed by the server.
+      }
+      resolve();
+    };
+    const timer = setTimeout(finish, 5_000);
+    timer.unref();
+    raw.on('error', finish);
+    raw.on('end', finish);
+    raw.on('connect', () => raw.cancel(processID, secretKey));
+    try {
+      if (target.host.startsWith('/')) raw.connect(`${target.host}/.s.PGSQL.${target.port}`);
+      else raw.connect(target.port, target.host);
+    } catch {
+      finish();
+    }
+  });
 }
 
 /** True when the connection itself failed, so it must not go back to the pool. */

@@ -95,7 +95,15 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
     }
     if (state.startsWith('28')) return make('backend_unavailable', 'PostgreSQL refused the credentials');
     if (CANCEL_CODES.has(state)) {
-      // A cancelled statement rolls back, but a cancel can race the commit.
+      // statement_timeout: PostgreSQL reports it only while the statement
+      // still runs; the timer is disarmed before a command commits
+      // (finish_xact_command), so the statement, and its transaction, rolled
+      // back whole: nothing was written, for reads and writes alike.
+      if (/statement timeout/i.test(messageOf(error))) {
+        return make('timeout', 'the statement ran past statement_timeout and was rolled back; nothing was written');
+      }
+      // Any other cancel (pg_cancel_backend, rheo's own on an aborted call)
+      // also rolls back, but one that lands as the command commits can race it.
       return ctx.writes
         ? make('ambiguous', 'the statement was cancelled (timeout?) and its outcome is unknown')
         : make('backend_unavailable', 'the statement was cancelled (timeout?)');

@@ -1,7 +1,10 @@
 import type { GroupStart, NormalizedReplay } from '../../core/backend.js';
 import { RheoError, invalidArgument } from '../../core/errors.js';
 import type { DeadLetter, LagReport, PartitionLag } from '../../core/types.js';
-import { checkPartitions, type GroupRef, type StreamRef } from './catalog.js';
+import { checkStartScope } from '../../core/partition-scope.js';
+import { checkPartitions, groupScope, type GroupRef, type StreamRef } from './catalog.js';
+import { reopenSql } from './sql/groups.js';
+import { buildReplayQuery } from './sql/query.js';
 import { txQuery } from './connection.js';
 import type { LeaseContext } from './leases.js';
 import { toEvent, type EventRow } from './rows.js';
@@ -20,13 +23,14 @@ interface LagRow {
   high_watermark: number;
   min_open: number | null;
   oldest_ms: number | null;
+  low_watermark: number;
 }
 
-export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagReport> {
+export async function lagReport(ctx: LeaseContext, g: GroupRef, only: number[] | null = null): Promise<LagReport> {
   const rows = await ctx.db.query<LagRow>(
     { action: `lag of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: false },
     ctx.sql.lag,
-    [g.id, g.stream.id],
+    [g.id, g.stream.id, groupScope(g, only)],
   );
   const partitions: Record<number, PartitionLag> = {};
   let total = 0;
@@ -36,6 +40,7 @@ export async function lagReport(ctx: LeaseContext, g: GroupRef): Promise<LagRepo
     const lag = Math.max(0, row.high_watermark - frontier);
     total += lag;
     partitions[row.partition] = {
+      lowWatermark: row.low_watermark,
       frontier,
       highWatermark: row.high_watermark,
       lag,
@@ -49,6 +54,18 @@ export interface GroupCounts {
   deliveries: number;
   inflight: number;
   dead_letters: number;
+}
+
+export async function partitionCounts(
+  ctx: LeaseContext,
+  g: GroupRef,
+): Promise<Record<number, { inflight: number; deadLetters: number }>> {
+  const rows = await ctx.db.query<{ partition: number; inflight: string | number; dead_letters: string | number }>(
+    { action: `count state of group "${g.name}" per partition`, stream: g.stream.name, group: g.name, writes: false },
+    ctx.sql.partitionCounts,
+    [g.id],
+  );
+  return Object.fromEntries(rows.map((r) => [r.partition, { inflight: Number(r.inflight), deadLetters: Number(r.dead_letters) }]));
 }
 
 export async function groupCounts(ctx: LeaseContext, g: GroupRef): Promise<GroupCounts> {
@@ -71,17 +88,26 @@ export async function replayGroup(
   spec: NormalizedReplay,
   partitions: number[] | null,
 ): Promise<void> {
-  if (partitions) checkPartitions(g.stream, partitions);
-  const scope = partitions ?? Array.from({ length: g.stream.partitions }, (_, p) => p);
+  const scope = groupScope(g, partitions);
   const { sql } = ctx;
   const label = { stream: g.stream.name, group: g.name, writes: true };
   await ctx.db.transaction({ action: `replay group "${g.name}" of stream "${g.stream.name}"`, ...label }, async (tx) => {
-    await txQuery(tx, sql.lockCursors, [g.id, scope]);
-    // A replay moves cursors back below lease ranges or reopens sequences
-    // inside them; both paths work on rows, so the ranges become rows first.
-    await txQuery(tx, sql.explodeGroup, [g.id, scope]);
+    const lows = await txQuery<{ partition: number; low_watermark: number }>(tx, sql.lockLowWatermarks, [g.stream.id]);
+    const lowOf = new Map(lows.map((r) => [r.partition, r.low_watermark]));
+    // Owners of replayed partitions are fenced (a new generation) so they
+    // read again from the moved frontier. Lock order everywhere: low
+    // watermarks, then owner rows, then cursors (sql/ownership.ts, retention).
+    if (spec.kind !== 'eventIds') {
+      await txQuery(tx, sql.ownership.bumpGenerations, [g.id, scope]);
+      await txQuery(tx, sql.lockCursors, [g.id, scope]);
+      // A replay moves cursors back below lease ranges or reopens sequences
+      // inside them; both paths work on rows, so the ranges become rows first.
+      await txQuery(tx, sql.explodeGroup, [g.id, scope]);
+    }
     if (spec.kind === 'fromSequence') {
-      await txQuery(tx, sql.replayFrom, [g.id, scope, scope.map(() => spec.fromSequence)]);
+      // Below the low watermark a replay starts at it (docs/semantics.md, "Retention").
+      const from = scope.map((p) => Math.max(spec.fromSequence, lowOf.get(p) ?? 1));
+      await txQuery(tx, sql.replayFrom, [g.id, scope, from]);
       await txQuery(tx, sql.replayAdvance, [g.id, scope]);
       return;
     }
@@ -97,6 +123,16 @@ export async function replayGroup(
       await txQuery(tx, sql.replayAdvance, [g.id, partitions]);
       return;
     }
+    if (spec.kind === 'query') {
+      const { text, values } = buildReplayQuery(
+        ctx.quotedSchema,
+        (target) => reopenSql(ctx.quotedSchema, target),
+        { groupId: g.id, partitions: scope, streamId: g.stream.id, now: ctx.now() },
+        spec.query,
+      );
+      await txQuery(tx, text, values);
+      return;
+    }
     const found = await txQuery<{ id: string; partition: number; sequence: number }>(tx, sql.eventsById, [
       g.stream.id,
       spec.eventIds,
@@ -110,18 +146,25 @@ export async function replayGroup(
       );
     }
     const inScope = found.filter((r) => scope.includes(r.partition));
+    await txQuery(tx, sql.ownership.bumpGenerations, [g.id, [...new Set(inScope.map((r) => r.partition))]]);
+    await txQuery(tx, sql.lockCursors, [g.id, scope]);
+    await txQuery(tx, sql.explodeGroup, [g.id, scope]);
     if (inScope.length === 0) return;
     await txQuery(tx, sql.reopen, [g.id, inScope.map((r) => r.partition), inScope.map((r) => r.sequence), ctx.now()]);
   });
 }
 
-export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupStart): Promise<void> {
+export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupStart, partitions: number[] | null = null): Promise<void> {
+  const scope = groupScope(g, partitions);
   const params = startParams(g.stream, start);
+  if (start.kind === 'after') checkStartScope(g.stream.name, g.name, start.perPartition, scope);
   await ctx.db.transaction(
     { action: `reset group "${g.name}" of stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
     async (tx) => {
-      await txQuery(tx, ctx.sql.lockCursors, [g.id, null]);
-      await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params]);
+      await txQuery(tx, ctx.sql.lockLowWatermarks, [g.stream.id]);
+      await txQuery(tx, ctx.sql.ownership.bumpGenerations, [g.id, scope]);
+      await txQuery(tx, ctx.sql.lockCursors, [g.id, scope]);
+      await txQuery(tx, ctx.sql.reset, [g.id, g.stream.id, ...params, scope]);
     },
   );
 }

@@ -8,13 +8,15 @@ import {
 } from '../../core/backend.js';
 import { staleLease } from '../../core/errors.js';
 import type { JsonObject, JsonValue, Lease } from '../../core/types.js';
-import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
+import { groupScope, type Catalog, type GroupRef } from './catalog.js';
 import type { Database } from './connection.js';
 import type { Statements } from './statements.js';
 
 export interface LeaseContext {
   db: Database;
   sql: Statements;
+  /** The validated, quoted schema name, for statements built per call (replay by query). */
+  quotedSchema: string;
   catalog: Catalog;
   /** The `now` parameter: injected clock time as ISO, or null for the database clock. */
   now(): string | null;
@@ -55,8 +57,7 @@ export async function fetchLeases(
   request: FetchRequest,
 ): Promise<Lease[]> {
   const g = await ctx.catalog.group(stream, group);
-  const all = request.partitions ?? Array.from({ length: g.stream.partitions }, (_, p) => p);
-  checkPartitions(g.stream, all);
+  const all = groupScope(g, request.partitions);
   const turn = ctx.rotation.get(g.id) ?? 0;
   ctx.rotation.set(g.id, turn + 1);
   const start = turn % all.length;

@@ -14,8 +14,8 @@ const MIGRATE_LOCK_KEY = 0x72686530; // "rhe0"
  * refused (`schema_version`) rather than used with the wrong assumptions.
  * Then the functions of routines.ts this rheo calls are installed if missing.
  */
-export async function migrate(db: Database, schema: string, quotedSchema: string): Promise<void> {
-  await db.transaction({ action: `migrate schema "${schema}"`, writes: true }, async (tx) => {
+export async function migrate(db: Database, schema: string, quotedSchema: string): Promise<AppliedMigrations> {
+  return db.transaction({ action: `migrate schema "${schema}"`, writes: true }, async (tx) => {
     await txQuery(tx, 'SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [MIGRATE_LOCK_KEY, schema]);
     // DDL only for what is missing: CREATE SCHEMA IF NOT EXISTS checks the
     // database's CREATE privilege before it looks, so on an up-to-date schema
@@ -48,8 +48,10 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
     );
     const current = row?.version ?? 0;
     if (current > LATEST_VERSION) throw newerSchema(schema, current);
+    const applied: AppliedMigrations = { from: current, applied: [], routines: [] };
     for (const migration of MIGRATIONS) {
       if (migration.version <= current) continue;
+      applied.applied.push({ version: migration.version, name: migration.name });
       await txQuery(tx, renderMigration(migration, quotedSchema), []);
       await txQuery(tx, `INSERT INTO ${quotedSchema}.migrations (version, name) VALUES ($1, $2)`, [
         migration.version,
@@ -59,8 +61,21 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
     // This version's routines (routines.ts), under the same lock; names carry
     // a hash of the body, so only a changed or new one is created.
     const installed = await txQuery<InstalledRoutine>(tx, INSTALLED_ROUTINES_SQL, [schema, ROUTINE_NAMES]);
-    for (const routine of missingRoutines(installed)) await txQuery(tx, routine.definition(quotedSchema), []);
+    for (const routine of missingRoutines(installed)) {
+      await txQuery(tx, routine.definition(quotedSchema), []);
+      applied.routines.push(routine.name);
+    }
+    return applied;
   });
+}
+
+/** What one `migrate()` changed, for the logger: nothing at all when the schema was current. */
+export interface AppliedMigrations {
+  /** Schema version found under the lock. */
+  from: number;
+  applied: Array<{ version: number; name: string }>;
+  /** Routines (re)installed. */
+  routines: string[];
 }
 
 /** One statement `migrate()` would run, for review before it runs. */

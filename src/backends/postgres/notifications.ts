@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { log, silentLogger, type Logger } from '../../core/logger.js';
 
 interface Waiter {
   resolve(appended: boolean): void;
@@ -25,10 +26,19 @@ export class AppendListener {
   #retryMs = RECONNECT_MIN_MS;
   #everConnected = false;
   #closed = false;
+  #logger: Logger = silentLogger;
+  #schema = '';
+  /** Consecutive failed attempts since the connection was last up, for the log. */
+  #failures = 0;
 
   constructor(connect: () => pg.Client, quotedChannel: string) {
     this.#connect = connect;
     this.#listenSql = `LISTEN ${quotedChannel}`;
+  }
+
+  useLogger(logger: Logger, schema: string): void {
+    this.#logger = logger;
+    this.#schema = schema;
   }
 
   /** True while a LISTEN connection is up (introspection for tests and health checks). */
@@ -102,10 +112,22 @@ export class AppendListener {
   async #open(): Promise<void> {
     const client = this.#connect();
     let dropped = false;
-    const onDrop = () => {
+    const onDrop = (error?: unknown) => {
       if (dropped) return;
       dropped = true;
-      if (this.#client === client) this.#client = null;
+      const wasUp = this.#client === client;
+      if (wasUp) this.#client = null;
+      if (!this.#closed) {
+        this.#failures++;
+        log(this.#logger, 'warn', {
+          schema: this.#schema,
+          err: error instanceof Error ? error : undefined,
+          failures: this.#failures,
+          retryInMs: this.#retryMs,
+        }, wasUp
+          ? `rheo LISTEN connection for schema "${this.#schema}" dropped; reconnecting (appends are still found by polling)`
+          : `rheo LISTEN connection for schema "${this.#schema}" could not be opened; retrying`);
+      }
       client.end().catch(() => {});
       this.#scheduleReconnect();
     };
@@ -117,8 +139,8 @@ export class AppendListener {
     try {
       await client.connect();
       await client.query(this.#listenSql);
-    } catch {
-      onDrop();
+    } catch (error) {
+      onDrop(error);
       return;
     }
     if (dropped) return;
@@ -128,6 +150,10 @@ export class AppendListener {
     }
     this.#client = client;
     this.#retryMs = RECONNECT_MIN_MS;
+    if (this.#everConnected || this.#failures > 0) {
+      log(this.#logger, 'info', { schema: this.#schema, failures: this.#failures }, `rheo LISTEN connection for schema "${this.#schema}" reconnected`);
+    }
+    this.#failures = 0;
     if (this.#everConnected) this.#wakeAll();
     this.#everConnected = true;
   }

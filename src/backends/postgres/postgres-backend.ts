@@ -3,7 +3,12 @@ import type {
   Backend,
   AppendOutcome,
   BackendCapabilities,
+  CommitOp,
   FetchRequest,
+  GroupMembership,
+  HeartbeatRequest,
+  MemberView,
+  OwnershipFence,
   GroupSpec,
   GroupStart,
   GroupStorageStats,
@@ -12,20 +17,25 @@ import type {
   NormalizedReplay,
   PreparedAppend,
   RenewResult,
+  RetentionPolicy,
   SettleOp,
   SettleOutcome,
+  TrimReport,
+  TrimRequest,
 } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
 import { encodeQueryCursor } from '../../core/query-cursor.js';
 import type { DeadLetter, GroupInfo, LagReport, Lease, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { appendEvents } from './append.js';
+import { checkStartScope } from '../../core/partition-scope.js';
 import { Catalog, checkPartitions } from './catalog.js';
 import { Database } from './connection.js';
 import {
   groupCounts,
   lagReport,
   listDeadLetters,
+  partitionCounts,
   redrive,
   replayGroup,
   resetGroup,
@@ -34,9 +44,21 @@ import {
 import { fetchLeases, renewLeases, settleLeases, type LeaseContext } from './leases.js';
 import { checkSchemaVersion, migrate, planMigration, type PlannedStatement } from './migrate.js';
 import { AppendListener } from './notifications.js';
+import * as ownership from './ownership.js';
+import { log, silentLogger, type Logger } from '../../core/logger.js';
+import { LATEST_VERSION } from './migrations/index.js';
 import { nowParam, toEvent, type EventRow } from './rows.js';
 import { notifyChannel, quoteSchema } from './schema-name.js';
 import { buildQuery } from './sql/query.js';
+import { renderRetentionStatements } from './sql/retention.js';
+import {
+  deleteGroup,
+  deleteStream,
+  purgeLeftovers,
+  setRetention,
+  trimStream,
+  type RetentionContext,
+} from './retention.js';
 import { renderStatements, type Statements } from './statements.js';
 
 /** Where rheo's connections come from: a connection string (rheo owns the pool) or a borrowed pool. */
@@ -56,6 +78,16 @@ export interface PostgresBackendOptions {
   clock?: Clock;
   /** Send one NOTIFY per append call so `waitForAppend` wakes promptly. Default true. */
   notify?: boolean;
+  /**
+   * Server-side bound on every statement rheo runs (PostgreSQL's
+   * `statement_timeout`, set when rheo's pool opens a connection). A
+   * statement that runs past it is rolled back whole and the call fails with
+   * code `timeout`: nothing was written, reads and writes alike, so it is
+   * safe to retry (docs/semantics.md, "Cancellation"). Only for a pool rheo
+   * creates: for a borrowed pool, set `statement_timeout` in its config
+   * (failures are classified the same way). Default: the server's setting.
+   */
+  statementTimeoutMs?: number;
 }
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
@@ -79,7 +111,7 @@ export class PostgresBackend implements Backend {
     distributed: true,
     notifications: true,
     transactions: false,
-    partitionOwnership: false,
+    partitionOwnership: true,
     cluster: false,
   });
   readonly schema: string;
@@ -91,7 +123,9 @@ export class PostgresBackend implements Backend {
   readonly #channel: string;
   readonly #catalog: Catalog;
   readonly #ctx: LeaseContext;
+  readonly #rctx: RetentionContext;
   readonly #listener: AppendListener;
+  #logger: Logger = silentLogger;
   #closing: Promise<void> | null = null;
   #schemaOk = false;
   #schemaCheck: Promise<void> | null = null;
@@ -104,7 +138,15 @@ export class PostgresBackend implements Backend {
       schema: options.schema ?? connection.schema,
       clock: options.clock ?? connection.clock,
       notify: options.notify ?? connection.notify,
+      statementTimeoutMs: options.statementTimeoutMs ?? connection.statementTimeoutMs,
     };
+    const statementTimeoutMs = merged.statementTimeoutMs;
+    if (
+      statementTimeoutMs !== undefined &&
+      (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 1 || statementTimeoutMs > 2_147_483_647)
+    ) {
+      throw invalidArgument(`postgresBackend statementTimeoutMs must be an integer from 1 to 2147483647, got ${String(statementTimeoutMs)}`);
+    }
     this.schema = merged.schema ?? 'rheo';
     this.#quotedSchema = quoteSchema(this.schema);
     if (merged.clock !== undefined && (merged.clock === null || typeof merged.clock.now !== 'function')) {
@@ -122,11 +164,17 @@ export class PostgresBackend implements Backend {
       if (connection.connectionString !== undefined) {
         throw invalidArgument('postgresBackend takes either connectionString or pool, not both');
       }
+      if (statementTimeoutMs !== undefined) {
+        throw invalidArgument(
+          'postgresBackend statementTimeoutMs applies to a pool rheo creates; set statement_timeout in the config of the pool you pass',
+        );
+      }
       this.#db = new Database(connection.pool, false);
       clientConfig = { ...(connection.pool.options as pg.ClientConfig) };
     } else if (typeof connection.connectionString === 'string' && connection.connectionString.length > 0) {
       clientConfig = { ...connection.poolConfig, connectionString: connection.connectionString };
-      this.#db = new Database(new pg.Pool({ application_name: 'rheo', ...clientConfig }), true);
+      const poolConfig = statementTimeoutMs === undefined ? clientConfig : { ...clientConfig, statement_timeout: statementTimeoutMs };
+      this.#db = new Database(new pg.Pool({ application_name: 'rheo', ...poolConfig }), true);
     } else {
       throw invalidArgument('postgresBackend expects { connectionString } or { pool }');
     }
@@ -137,10 +185,12 @@ export class PostgresBackend implements Backend {
     this.#ctx = {
       db: this.#db,
       sql: this.#sql,
+      quotedSchema: this.#quotedSchema,
       catalog: this.#catalog,
       now: () => nowParam(clock ? clock.now() : null),
       rotation: new Map(),
     };
+    this.#rctx = { ...this.#ctx, retention: renderRetentionStatements(this.#quotedSchema), schema: this.schema };
     this.#listener = new AppendListener(
       () => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` }),
       `"${this.#channel}"`,
@@ -163,8 +213,23 @@ export class PostgresBackend implements Backend {
   }
 
   async migrate(): Promise<void> {
-    await migrate(this.#db, this.schema, this.#quotedSchema);
+    const changed = await migrate(this.#db, this.schema, this.#quotedSchema);
     this.#schemaOk = true;
+    if (changed.applied.length > 0 || changed.routines.length > 0) {
+      log(this.#logger, 'info', {
+        schema: this.schema,
+        fromVersion: changed.from,
+        migrations: changed.applied.map((m) => `${m.version}_${m.name}`),
+        routines: changed.routines,
+      }, `rheo migrated schema "${this.schema}" from version ${changed.from} to ${LATEST_VERSION}`);
+    } else {
+      log(this.#logger, 'debug', { schema: this.schema, version: changed.from }, `rheo schema "${this.schema}" is up to date`);
+    }
+  }
+
+  useLogger(logger: Logger): void {
+    this.#logger = logger;
+    this.#listener.useLogger(logger, this.schema);
   }
 
   /** The SQL `migrate()` would run now, in order, without running it (`rheo migrate --print-sql`). */
@@ -222,12 +287,12 @@ export class PostgresBackend implements Backend {
     return this.#closing;
   }
 
-  async createStream(name: string, partitions: number): Promise<void> {
+  async createStream(name: string, partitions: number, retention: RetentionPolicy | null = null): Promise<void> {
     await this.#ensureSchema();
     const rows = await this.#db.query(
       { action: `create stream "${name}"`, stream: name, writes: true },
       this.#sql.createStream,
-      [name, partitions, this.#ctx.now()],
+      [name, partitions, this.#ctx.now(), retention?.maxAgeMs ?? null, retention?.maxEvents ?? null],
     );
     if (rows.length === 0) {
       throw new RheoError('already_exists', `stream "${name}" already exists`, { stream: name });
@@ -236,22 +301,41 @@ export class PostgresBackend implements Backend {
 
   async listStreams(): Promise<StreamInfo[]> {
     await this.#ensureSchema();
-    const rows = await this.#db.query<{ name: string; partitions: number; created_at_ms: number }>(
-      { action: 'list streams', writes: false },
-      this.#sql.listStreams,
-      [],
-    );
-    return rows.map((r) => ({ name: r.name, partitions: r.partitions, createdAt: new Date(r.created_at_ms) }));
+    const rows = await this.#db.query<{
+      name: string;
+      partitions: number;
+      created_at_ms: number;
+      retention_max_age_ms: number | null;
+      retention_max_events: number | null;
+      watermarks: Array<[number, number, number]> | null;
+    }>({ action: 'list streams', writes: false }, this.#sql.listStreams, []);
+    return rows.map((r) => {
+      const watermarks: StreamInfo['watermarks'] = {};
+      for (const [p, low, high] of r.watermarks ?? []) watermarks[p] = { lowWatermark: low, highWatermark: high };
+      const hasRetention = r.retention_max_age_ms !== null || r.retention_max_events !== null;
+      return {
+        name: r.name,
+        partitions: r.partitions,
+        createdAt: new Date(r.created_at_ms),
+        retention: hasRetention ? { maxAgeMs: r.retention_max_age_ms, maxEvents: r.retention_max_events } : null,
+        watermarks,
+      };
+    });
   }
 
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
     await this.#ensureSchema();
     const s = await this.#catalog.stream(stream);
+    const partitions = spec.partitions ?? null;
+    if (partitions !== null) checkPartitions(s, partitions);
     const start = startParams(s, spec.start);
+    if (spec.start.kind === 'after') {
+      checkStartScope(stream, group, spec.start.perPartition, partitions ?? Array.from({ length: s.partitions }, (_, p) => p));
+    }
     const rows = await this.#db.query(
       { action: `create group "${group}" on stream "${stream}"`, stream, group, writes: true },
       this.#sql.createGroup,
-      [s.id, group, spec.maxAttempts, this.#ctx.now(), ...start],
+      [s.id, group, spec.maxAttempts, this.#ctx.now(), ...start, partitions],
     );
     if (rows.length === 0) {
       throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
@@ -271,14 +355,22 @@ export class PostgresBackend implements Backend {
 
   async append(stream: string, inputs: PreparedAppend[]): Promise<AppendOutcome[]> {
     await this.#ensureSchema();
-    const s = await this.#catalog.stream(stream);
-    const { outcomes, wrote } = await appendEvents(this.#ctx, s, inputs, {
-      clock: this.#clock,
-      channel: this.#channel,
-      notify: this.#notify,
-    });
-    if (wrote) this.#listener.wake(stream);
-    return outcomes;
+    for (let attempt = 1; ; attempt++) {
+      const s = await this.#catalog.stream(stream);
+      try {
+        const { outcomes, wrote } = await appendEvents(this.#ctx, s, inputs, {
+          clock: this.#clock,
+          channel: this.#channel,
+          notify: this.#notify,
+        });
+        if (wrote) this.#listener.wake(stream);
+        return outcomes;
+      } catch (error) {
+        // A cached id of a stream another process deleted (and maybe re-created) stores nothing.
+        if (attempt === 1 && isRheoError(error, 'internal') && !(await this.#catalog.revalidate(stream))) continue;
+        throw error;
+      }
+    }
   }
 
   async read(stream: string, partition: number, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
@@ -290,6 +382,7 @@ export class PostgresBackend implements Backend {
       this.#sql.read,
       [s.id, partition, after, limit, maxBytes],
     );
+    if (rows.length === 0 && !(await this.#catalog.revalidate(stream))) return this.read(stream, partition, after, limit, maxBytes);
     return rows.map((r) => toEvent(stream, r));
   }
 
@@ -315,7 +408,12 @@ export class PostgresBackend implements Backend {
   }
 
   fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
-    return this.#schemaOk ? fetchLeases(this.#ctx, stream, group, request) : this.#ensureSchema().then(() => fetchLeases(this.#ctx, stream, group, request));
+    const leases = this.#schemaOk ? fetchLeases(this.#ctx, stream, group, request) : this.#ensureSchema().then(() => fetchLeases(this.#ctx, stream, group, request));
+    return leases.then(async (found) => {
+      // Nothing under the cached ids: the group or stream may have been deleted (or re-created) elsewhere.
+      if (found.length > 0 || (await this.#catalog.revalidate(stream, group))) return found;
+      return fetchLeases(this.#ctx, stream, group, request);
+    });
   }
 
   renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
@@ -326,9 +424,9 @@ export class PostgresBackend implements Backend {
     return this.#schemaOk ? settleLeases(this.#ctx, ops) : this.#ensureSchema().then(() => settleLeases(this.#ctx, ops));
   }
 
-  async lag(stream: string, group: string): Promise<LagReport> {
+  async lag(stream: string, group: string, partitions: number[] | null = null): Promise<LagReport> {
     await this.#ensureSchema();
-    return lagReport(this.#ctx, await this.#catalog.group(stream, group));
+    return lagReport(this.#ctx, await this.#catalog.group(stream, group), partitions);
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, partitions: number[] | null): Promise<void> {
@@ -336,17 +434,24 @@ export class PostgresBackend implements Backend {
     await replayGroup(this.#ctx, await this.#catalog.group(stream, group), spec, partitions);
   }
 
-  async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
+  async resetGroup(stream: string, group: string, start: GroupStart, partitions: number[] | null = null): Promise<void> {
     await this.#ensureSchema();
-    await resetGroup(this.#ctx, await this.#catalog.group(stream, group), start);
+    await resetGroup(this.#ctx, await this.#catalog.group(stream, group), start, partitions);
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {
     await this.#ensureSchema();
     const g = await this.#catalog.group(stream, group);
     const lag = await lagReport(this.#ctx, g);
-    const counts = await groupCounts(this.#ctx, g);
-    return { stream, group, maxAttempts: g.maxAttempts, lag, inflight: counts.inflight, deadLetters: counts.dead_letters };
+    // Totals are the partitions' sums, so the two always agree.
+    const partitions = await partitionCounts(this.#ctx, g);
+    let inflight = 0;
+    let deadLetters = 0;
+    for (const c of Object.values(partitions)) {
+      inflight += c.inflight;
+      deadLetters += c.deadLetters;
+    }
+    return { stream, group, maxAttempts: g.maxAttempts, lag, inflight, deadLetters, partitions };
   }
 
   async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
@@ -357,6 +462,70 @@ export class PostgresBackend implements Backend {
   async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
     await this.#ensureSchema();
     return redrive(this.#ctx, await this.#catalog.group(stream, group), eventIds);
+  }
+
+  async setRetention(stream: string, retention: RetentionPolicy | null): Promise<void> {
+    await this.#ensureSchema();
+    await setRetention(this.#rctx, stream, retention);
+  }
+
+  async trim(stream: string, request: TrimRequest): Promise<TrimReport> {
+    await this.#ensureSchema();
+    // The background trimmer also finishes purging streams whose deleting process died.
+    if (request.skipIfBusy) await purgeLeftovers(this.#rctx);
+    const s = await this.#catalog.stream(stream);
+    try {
+      return await trimStream(this.#rctx, s, request);
+    } catch (error) {
+      if (isRheoError(error, 'stream_not_found')) this.#catalog.forgetStream(stream);
+      throw error;
+    }
+  }
+
+  async deleteGroup(stream: string, group: string): Promise<void> {
+    await this.#ensureSchema();
+    const g = await this.#catalog.group(stream, group);
+    this.#catalog.forgetGroup(stream, group);
+    await deleteGroup(this.#rctx, stream, group, g.id);
+  }
+
+  async deleteStream(stream: string): Promise<void> {
+    await this.#ensureSchema();
+    this.#catalog.forgetStream(stream);
+    await deleteStream(this.#rctx, stream);
+    this.#listener.wake(stream);
+  }
+
+  // ---- partition ownership (DESIGN.md §7; ownership.ts) -------------------
+
+  async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+    await this.#ensureSchema();
+    return ownership.heartbeat(this.#ctx, stream, group, request);
+  }
+
+  async leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    await this.#ensureSchema();
+    await ownership.leaveGroup(this.#ctx, stream, group, memberId);
+  }
+
+  async releasePartitions(fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+    await this.#ensureSchema();
+    return ownership.releasePartitions(this.#ctx, fences);
+  }
+
+  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+    await this.#ensureSchema();
+    return ownership.readOwned(this.#ctx, fence, after, limit, maxBytes);
+  }
+
+  async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    await this.#ensureSchema();
+    return ownership.commit(this.#ctx, ops);
+  }
+
+  async members(stream: string, group: string): Promise<GroupMembership> {
+    await this.#ensureSchema();
+    return ownership.members(this.#ctx, stream, group);
   }
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {

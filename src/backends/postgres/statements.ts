@@ -8,6 +8,8 @@ import {
   eventsByIdSql,
   lagSql,
   lockCursorsSql,
+  lockLowWatermarksSql,
+  partitionCountsSql,
   redriveSql,
   reopenSql,
   replayAdvanceSql,
@@ -15,6 +17,17 @@ import {
   resetSql,
   resolveFromTimeSql,
 } from './sql/groups.js';
+import {
+  bumpGenerationsSql,
+  commitSql,
+  frontiersSql,
+  lockGroupSql,
+  membersSql,
+  readMembershipSql,
+  readOwnedSql,
+  releaseSql,
+  writeMembershipSql,
+} from './sql/ownership.js';
 import { explodeGroupSql } from './sql/ranges.js';
 import { ackSql, renewSql, settleSql } from './sql/settle.js';
 import {
@@ -64,7 +77,9 @@ export function renderStatements(quotedSchema: string) {
     listGroups: listGroupsSql(s),
     lag: lagSql(s),
     counts: countsSql(s),
+    partitionCounts: partitionCountsSql(s),
     lockCursors: lockCursorsSql(s),
+    lockLowWatermarks: lockLowWatermarksSql(s),
     reset: resetSql(s),
     replayFrom: replayFromSql(s),
     replayAdvance: replayAdvanceSql(s),
@@ -74,6 +89,17 @@ export function renderStatements(quotedSchema: string) {
     redrive: redriveSql(s),
     deadLetterExists: deadLetterExistsSql(s),
     deadLetters: deadLettersSql(s),
+    ownership: {
+      lockGroup: lockGroupSql(s),
+      readMembership: readMembershipSql(s),
+      writeMembership: writeMembershipSql(s),
+      frontiers: frontiersSql(s),
+      release: releaseSql(s),
+      readOwned: prepared('read_owned', readOwnedSql(s)),
+      commit: prepared('commit', commitSql(s)),
+      members: membersSql(s),
+      bumpGenerations: bumpGenerationsSql(s),
+    },
   } as const;
 }
 

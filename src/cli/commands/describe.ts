@@ -2,38 +2,44 @@ import type { Command } from 'commander';
 import { withRheo } from '../command-context.js';
 import { formatAge, formatTable } from '../table.js';
 import { partitionsOf } from '../lag-figures.js';
+import { describeRetention } from './retention.js';
 
 export function registerDescribe(program: Command): void {
   program
     .command('describe')
     .argument('<stream>')
     .argument('<group>')
-    .description('per partition frontier, high watermark, lag as count and age; leases held and dead letters (needs SELECT)')
+    .description('per partition low watermark, frontier, high watermark, lag as count and age; leases held and dead letters (needs SELECT)')
     .addHelpText(
       'after',
       `
-Columns: FRONTIER is the highest sequence up to which every event is settled;
+Columns: LOW is the partition's first retained sequence (events below it were
+trimmed); FRONTIER is the highest sequence up to which every event is settled;
 HIGH is the partition's last sequence; LAG = HIGH - FRONTIER; OLDEST is how long
-the event after the frontier has waited. There is no low-watermark column: no
-event is ever deleted yet, so every partition's log starts at sequence 1.
-Leases held and dead letters are counted for the whole group.`,
+the event after the frontier has waited; LEASES are deliveries leased now (live
+or expired but not yet claimed again); DEAD are dead letters. The group's totals
+and the stream's retention are above the table.`,
     )
     .action(async (stream: string, group: string, _options: unknown, command: Command) =>
       withRheo(command, async (ctx) => {
         const info = await ctx.rheo.groupInfo(stream, group);
-        if (ctx.json) return ctx.printJson(info);
+        const retention = (await ctx.rheo.listStreams()).find((s) => s.name === stream)?.retention ?? null;
+        if (ctx.json) return ctx.printJson({ ...info, retention });
         const now = Date.now();
-        ctx.print(`stream ${stream}  group ${group}  max attempts ${info.maxAttempts}`);
+        ctx.print(`stream ${stream}  group ${group}  max attempts ${info.maxAttempts}  retention: ${describeRetention(retention)}`);
         ctx.print(`lag ${info.lag.lag}  leases held ${info.inflight}  dead letters ${info.deadLetters}\n`);
         ctx.print(
           formatTable(
-            ['PARTITION', 'FRONTIER', 'HIGH', 'LAG', 'OLDEST'],
+            ['PARTITION', 'LOW', 'FRONTIER', 'HIGH', 'LAG', 'OLDEST', 'LEASES', 'DEAD'],
             partitionsOf(info.lag).map(([p, lag]) => [
               p,
+              lag.lowWatermark,
               lag.frontier,
               lag.highWatermark,
               lag.lag,
               lag.oldestUnsettledAt ? formatAge(now - lag.oldestUnsettledAt.getTime()) : '-',
+              info.partitions[Number(p)]?.inflight ?? 0,
+              info.partitions[Number(p)]?.deadLetters ?? 0,
             ]),
           ),
         );

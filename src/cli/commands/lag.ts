@@ -42,11 +42,12 @@ function printOnce(ctx: CommandContext, stream: string, reports: LagReport[]): v
       p,
       lag.lag,
       lag.oldestUnsettledAt ? formatAge(now - lag.oldestUnsettledAt.getTime()) : '-',
+      lag.lowWatermark,
       lag.frontier,
       lag.highWatermark,
     ]),
   );
-  ctx.print(formatTable(['GROUP', 'PARTITION', 'LAG', 'OLDEST', 'FRONTIER', 'HIGH'], rows));
+  ctx.print(formatTable(['GROUP', 'PARTITION', 'LAG', 'OLDEST', 'LOW', 'FRONTIER', 'HIGH'], rows));
 }
 
 /**

@@ -93,7 +93,7 @@ async function predict(
   before: LagReport,
   partitions: number[] | undefined,
 ): Promise<PartitionChange[]> {
-  if ('eventIds' in spec) {
+  if ('eventIds' in spec || 'query' in spec) {
     throw new RheoError('unsupported', `replay --dry-run of group "${group}" on stream "${stream}" supports --from-sequence and --from, not --event-id`, {
       stream,
       group,

@@ -1,6 +1,13 @@
 import type { Command } from 'commander';
 import { withRheo } from '../command-context.js';
+import type { StreamInfo } from '../../core/types.js';
 import { formatTable } from '../table.js';
+import { describeRetention } from './retention.js';
+
+/** Events retained across partitions (high - low + 1 each). */
+function retained(s: StreamInfo): number {
+  return Object.values(s.watermarks).reduce((n, w) => n + w.highWatermark - w.lowWatermark + 1, 0);
+}
 
 export function registerStreams(program: Command): void {
   program
@@ -16,8 +23,8 @@ export function registerStreams(program: Command): void {
         if (rows.length === 0) return ctx.print('no streams');
         ctx.print(
           formatTable(
-            ['STREAM', 'PARTITIONS', 'GROUPS', 'CREATED'],
-            rows.map((s) => [s.name, s.partitions, s.groups.length, s.createdAt.toISOString()]),
+            ['STREAM', 'PARTITIONS', 'GROUPS', 'EVENTS', 'RETENTION', 'CREATED'],
+            rows.map((s) => [s.name, s.partitions, s.groups.length, retained(s), describeRetention(s.retention), s.createdAt.toISOString()]),
           ),
         );
       }),

@@ -2,6 +2,8 @@ import { migration001 } from './001_init.js';
 import { migration002 } from './002_lease_ranges.js';
 import { migration003 } from './003_event_size.js';
 import { migration004 } from './004_replay_holds.js';
+import { migration005 } from './005_partition_ownership.js';
+import { migration006 } from './006_retention.js';
 
 export interface Migration {
   readonly version: number;
@@ -11,7 +13,7 @@ export interface Migration {
 }
 
 /** Append-only, in version order. */
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005, migration006];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
 

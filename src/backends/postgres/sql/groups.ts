@@ -10,13 +10,15 @@ import { startCursorSql } from './streams.js';
  * after a replay moved the cursor back below open deliveries, the sequences
  * just above the cursor are unsettled again, so the cursor bounds the
  * frontier too (invariant 6). One snapshot, so the numbers are mutually
- * consistent. $1 group_id, $2 stream_id.
+ * consistent. $1 group_id, $2 stream_id, $3 partitions.
  */
 export function lagSql(s: string): string {
   return `
-SELECT c.partition, c.cursor, p.high_watermark, m.min_open, ${ms('e.ts')} AS oldest_ms
+SELECT c.partition, c.cursor, p.high_watermark, m.min_open, ${ms('e.ts')} AS oldest_ms,
+       COALESCE(lw.low_watermark, 1) AS low_watermark
 FROM ${s}.group_cursors c
 JOIN ${s}.stream_partitions p ON p.stream_id = $2 AND p.partition = c.partition
+LEFT JOIN ${s}.low_watermarks lw ON lw.stream_id = $2 AND lw.partition = c.partition
 CROSS JOIN LATERAL (
   SELECT LEAST(
     (SELECT min(d.sequence) FROM ${s}.deliveries d WHERE d.group_id = $1 AND d.partition = c.partition),
@@ -29,7 +31,7 @@ CROSS JOIN LATERAL (
 ) m
 LEFT JOIN ${s}.events e
   ON e.stream_id = $2 AND e.partition = c.partition AND e.sequence = LEAST(m.min_open - 1, c.cursor) + 1
-WHERE c.group_id = $1
+WHERE c.group_id = $1 AND c.partition = ANY ($3::int[])
 ORDER BY c.partition`;
 }
 
@@ -46,6 +48,23 @@ SELECT (SELECT count(*) FROM ${s}.deliveries WHERE group_id = $1) + (SELECT open
 }
 
 /**
+ * countsSql per partition, for groupInfo: leased rows and unsettled range
+ * members, and dead letters (dead_letters unique key prefix). $1 group_id.
+ */
+export function partitionCountsSql(s: string): string {
+  return `
+SELECT c.partition,
+       (SELECT count(*) FROM ${s}.deliveries d
+        WHERE d.group_id = $1 AND d.partition = c.partition AND d.lease_id IS NOT NULL)
+       + (SELECT COALESCE(sum(length(r.settled) - bit_count(r.settled)), 0)::int8 FROM ${s}.lease_ranges r
+          WHERE r.group_id = $1 AND r.partition = c.partition) AS inflight,
+       (SELECT count(*) FROM ${s}.dead_letters dl WHERE dl.group_id = $1 AND dl.partition = c.partition) AS dead_letters
+FROM ${s}.group_cursors c
+WHERE c.group_id = $1
+ORDER BY c.partition`;
+}
+
+/**
  * Lock the group's cursors for the given partitions (all when null), in
  * partition order like fetch does, so admin changes queue behind in-flight
  * claims and later statements of the transaction see their effects.
@@ -59,18 +78,38 @@ ORDER BY partition
 FOR UPDATE`;
 }
 
-/** $1 group_id, $2 stream_id, $3 after, $4 override partitions, $5 override cursors, $6 at or null. */
+/**
+ * Lock a stream's low watermarks FOR SHARE, in partition order, before a
+ * replay or reset moves cursors back: a trim (FOR UPDATE on the same rows)
+ * then either finished before (and the new cursors respect its low
+ * watermark) or waits and sees the new cursors. Taken before the cursor
+ * locks, as the trim takes them. $1 stream_id.
+ */
+export function lockLowWatermarksSql(s: string): string {
+  return `
+SELECT partition, low_watermark FROM ${s}.low_watermarks
+WHERE stream_id = $1
+ORDER BY partition
+FOR SHARE`;
+}
+
+/**
+ * $1 group_id, $2 stream_id, $3 after, $4 override partitions, $5 override
+ * cursors, $6 at or null, $7 the partitions to reset (the others keep their
+ * state).
+ */
 export function resetSql(s: string): string {
   return `
-WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1),
-open_ranges AS (DELETE FROM ${s}.lease_ranges WHERE group_id = $1),
-dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1),
-holds AS (DELETE FROM ${s}.replay_holds WHERE group_id = $1)
+WITH open_rows AS (DELETE FROM ${s}.deliveries WHERE group_id = $1 AND partition = ANY ($7::int[])),
+open_ranges AS (DELETE FROM ${s}.lease_ranges WHERE group_id = $1 AND partition = ANY ($7::int[])),
+dead_rows AS (DELETE FROM ${s}.dead_letters WHERE group_id = $1 AND partition = ANY ($7::int[])),
+holds AS (DELETE FROM ${s}.replay_holds WHERE group_id = $1 AND partition = ANY ($7::int[]))
 UPDATE ${s}.group_cursors c
 SET cursor = ${startCursorSql(s, '$3', '$6')}
 FROM ${s}.stream_partitions p
 LEFT JOIN unnest($4::int[], $5::int8[]) AS pp(partition, after) ON pp.partition = p.partition
-WHERE c.group_id = $1 AND p.stream_id = $2 AND p.partition = c.partition`;
+LEFT JOIN ${s}.low_watermarks lw ON lw.stream_id = p.stream_id AND lw.partition = p.partition
+WHERE c.group_id = $1 AND p.stream_id = $2 AND p.partition = c.partition AND c.partition = ANY ($7::int[])`;
 }
 
 /**
@@ -163,12 +202,14 @@ export function eventsByIdSql(s: string): string {
  * dead-letter list, acked ones (at or below the cursor or held above it, not
  * open) get a pending row, open ones are left alone (ON CONFLICT on the
  * deliveries PK).
- * $1 group_id, $2 partitions, $3 sequences, $4 now or null.
+ * $1 group_id, $2 partitions, $3 sequences, $4 now or null. `target` may
+ * replace the list by a query yielding `(partition, sequence)`
+ * (replay by query, sql/query.ts).
  */
-export function reopenSql(s: string): string {
+export function reopenSql(s: string, target = 'SELECT * FROM unnest($2::int[], $3::int8[]) AS t(partition, sequence)'): string {
   return `
 WITH target AS (
-  SELECT * FROM unnest($2::int[], $3::int8[]) AS t(partition, sequence)
+  ${target}
 ),
 undead AS (
   DELETE FROM ${s}.dead_letters dl USING target t
@@ -205,6 +246,15 @@ reopened AS (
   INSERT INTO ${s}.deliveries (group_id, partition, sequence, attempt, visible_at)
   SELECT $1, m.partition, m.sequence, 0, ${nowSql('$4')} FROM moved m
   ON CONFLICT (group_id, partition, sequence) DO NOTHING
+),
+-- Owners of partitions with redriven events read again from the frontier,
+-- under the group's ownership lock (sql/ownership.ts).
+owning AS (
+  SELECT group_id FROM ${s}.group_ownership WHERE group_id = $1 FOR UPDATE
+),
+fenced AS (
+  UPDATE ${s}.partition_owners po SET generation = po.generation + 1
+  WHERE po.group_id IN (SELECT group_id FROM owning) AND po.owner IS NOT NULL AND po.partition IN (SELECT partition FROM moved)
 )
 SELECT count(*) AS moved FROM moved`;
 }

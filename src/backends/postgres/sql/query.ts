@@ -1,4 +1,4 @@
-import type { NormalizedQuery } from '../../../core/backend.js';
+import type { NormalizedQuery, ReplayQuery } from '../../../core/backend.js';
 import { eventColumns, eventSize } from '../rows.js';
 
 /**
@@ -11,21 +11,8 @@ import { eventColumns, eventSize } from '../rows.js';
  */
 export function buildQuery(s: string, streamId: number, q: NormalizedQuery): { text: string; values: unknown[] } {
   const values: unknown[] = [streamId];
-  const where = ['e.stream_id = $1'];
-  const bind = (value: unknown): string => {
-    values.push(value);
-    return `$${values.length}`;
-  };
-  if (q.types !== null) where.push(`e.type = ANY (${bind(q.types)}::text[])`);
-  if (q.key !== null) where.push(`e.key = ${bind(q.key)}`);
-  if (q.wherePayload !== undefined) {
-    const pattern = q.wherePayload;
-    const structured = pattern !== null && typeof pattern === 'object';
-    where.push(`e.payload ${structured ? '@>' : '='} ${bind(JSON.stringify(pattern))}::jsonb`);
-  }
-  if (q.whereMetadata !== undefined) where.push(`e.metadata @> ${bind(JSON.stringify(q.whereMetadata))}::jsonb`);
-  if (q.from !== null) where.push(`e.ts >= ${bind(q.from.toISOString())}::timestamptz`);
-  if (q.to !== null) where.push(`e.ts < ${bind(q.to.toISOString())}::timestamptz`);
+  const bind = binder(values);
+  const where = ['e.stream_id = $1', ...filterConditions(q, bind)];
   if (q.afterSequence !== null) where.push(`e.sequence > ${bind(q.afterSequence)}`);
   if (q.untilSequence !== null) where.push(`e.sequence <= ${bind(q.untilSequence)}`);
   if (q.partition !== null) where.push(`e.partition = ${bind(q.partition)}`);
@@ -58,4 +45,46 @@ FROM (
 WHERE e.running_bytes <= ${maxBytes} OR e.k = 1
 ${order}`;
   return { text, values };
+}
+
+/** A function that appends a value to `values` and returns its placeholder. */
+function binder(values: unknown[]): (value: unknown) => string {
+  return (value) => {
+    values.push(value);
+    return `$${values.length}`;
+  };
+}
+
+/** The conditions on `events e` that select a query's (or a replay's) events; shared so both match the same ones. */
+function filterConditions(q: ReplayQuery, bind: (value: unknown) => string): string[] {
+  const where: string[] = [];
+  if (q.types !== null) where.push(`e.type = ANY (${bind(q.types)}::text[])`);
+  if (q.key !== null) where.push(`e.key = ${bind(q.key)}`);
+  if (q.wherePayload !== undefined) {
+    const pattern = q.wherePayload;
+    const structured = pattern !== null && typeof pattern === 'object';
+    where.push(`e.payload ${structured ? '@>' : '='} ${bind(JSON.stringify(pattern))}::jsonb`);
+  }
+  if (q.whereMetadata !== undefined) where.push(`e.metadata @> ${bind(JSON.stringify(q.whereMetadata))}::jsonb`);
+  if (q.from !== null) where.push(`e.ts >= ${bind(q.from.toISOString())}::timestamptz`);
+  if (q.to !== null) where.push(`e.ts < ${bind(q.to.toISOString())}::timestamptz`);
+  return where;
+}
+
+/**
+ * Replay by query in one statement: the matching events of the given
+ * partitions become the target of the same reopen as replay by event ids
+ * (sql/groups.ts reopenSql). $1 group_id, $2 partitions, $3 stream_id,
+ * $4 now or null, then the filter's values.
+ */
+export function buildReplayQuery(
+  s: string,
+  reopen: (target: string) => string,
+  params: { groupId: number; partitions: number[]; streamId: number; now: string | null },
+  q: ReplayQuery,
+): { text: string; values: unknown[] } {
+  const values: unknown[] = [params.groupId, params.partitions, params.streamId, params.now];
+  const where = ['e.stream_id = $3', 'e.partition = ANY ($2::int[])', ...filterConditions(q, binder(values))];
+  const target = `SELECT e.partition, e.sequence FROM ${s}.events e WHERE ${where.join(' AND ')}`;
+  return { text: reopen(target), values };
 }

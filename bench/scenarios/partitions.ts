@@ -1,0 +1,122 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+import type { Rheo } from '../../src/index.js';
+import { log, type BenchContext } from '../lib/context.js';
+import { openRheo } from '../lib/rheo-setup.js';
+import { now, rate, waitUntil } from '../lib/stats.js';
+import { inChunks, payload, EVENT_TYPE } from '../lib/workload.js';
+
+export const PARTITIONS = '7 partition ownership';
+const PARTITION_COUNT = 8;
+const BATCH = 100;
+const MEMBER = fileURLToPath(new URL('../lib/partition-member.ts', import.meta.url));
+
+export const PARTITION_CASES = {
+  raw: `raw log ceiling: ${PARTITION_COUNT} loops of read ${BATCH} + cursor UPDATE`,
+  one: `rheo partition mode, 1 process (batch ${BATCH})`,
+  two: `rheo partition mode, 2 processes (batch ${BATCH})`,
+} as const;
+
+/**
+ * Scenario 7: draining a partitioned backlog by ownership (DESIGN.md §7) on
+ * PostgreSQL, next to the hand-written ceiling of the same model measured
+ * on the same server: per partition, read the next `BATCH` events in
+ * sequence order and UPDATE a cursor row, one loop per partition in
+ * parallel. rheo runs in member processes, started on a group that begins
+ * past the backlog and balanced before the clock starts; the clock runs
+ * from a `resetGroup` to the log's start (which fences the owners, so their
+ * next heartbeat restarts them at frontier 0) to lag 0, over the same
+ * pre-filled backlog as the ceiling.
+ */
+export async function partitionsScenario(ctx: BenchContext): Promise<void> {
+  if (!ctx.pg) return ctx.skip(PARTITIONS, 'no database');
+  const events = ctx.size(200_000, 20_000);
+  const url = await ctx.pg.createDatabase('rheo_bench_partitions');
+  const rheo = await openRheo('postgres', { url });
+  try {
+    for (let run = 0; run < ctx.runs; run++) {
+      const stream = `p${run}`;
+      await rheo.createStream(stream, { partitions: PARTITION_COUNT });
+      await append(rheo, stream, events);
+      ctx.record(PARTITIONS, PARTITION_CASES.raw, 'events/s', await rawLogCeiling(url, stream, events));
+      ctx.record(PARTITIONS, PARTITION_CASES.one, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}a`, events, 1));
+      ctx.record(PARTITIONS, PARTITION_CASES.two, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}b`, events, 2));
+      log(`    run ${run + 1}: ${[PARTITION_CASES.raw, PARTITION_CASES.one, PARTITION_CASES.two].map((c) => Math.round(ctx.get(PARTITIONS, c)!.samples[run]!)).join(' / ')} events/s`);
+    }
+  } finally {
+    await rheo.close();
+    await ctx.pg.dropDatabase('rheo_bench_partitions');
+  }
+}
+
+async function append(rheo: Rheo, stream: string, count: number): Promise<void> {
+  await inChunks(count, 5_000, async (start, end) => {
+    const inputs = [];
+    for (let i = start; i < end; i++) inputs.push({ type: EVENT_TYPE, partition: i % PARTITION_COUNT, payload: payload(i) });
+    await rheo.appendBatch(stream, inputs);
+  });
+}
+
+/** The ceiling: per partition, SELECT the next BATCH events and UPDATE a cursor, all partitions in parallel. */
+async function rawLogCeiling(url: string, stream: string, events: number): Promise<number> {
+  const pool = new pg.Pool({ connectionString: url, max: PARTITION_COUNT });
+  try {
+    const [{ id }] = (await pool.query<{ id: number }>('SELECT id FROM rheo.streams WHERE name = $1', [stream])).rows as [{ id: number }];
+    await pool.query('CREATE TABLE IF NOT EXISTS bench_cursors (stream text, partition int, cursor bigint, PRIMARY KEY (stream, partition))');
+    await pool.query(
+      'INSERT INTO bench_cursors SELECT $1, p, 0 FROM generate_series(0, $2::int - 1) p ON CONFLICT DO NOTHING',
+      [stream, PARTITION_COUNT],
+    );
+    let done = 0;
+    const t0 = now();
+    await Promise.all(
+      Array.from({ length: PARTITION_COUNT }, async (_, partition) => {
+        let cursor = 0;
+        for (;;) {
+          const { rows } = await pool.query<{ sequence: string }>(
+            'SELECT sequence, id, type, key, payload, metadata, ts FROM rheo.events WHERE stream_id = $1 AND partition = $2 AND sequence > $3 ORDER BY sequence LIMIT $4',
+            [id, partition, cursor, BATCH],
+          );
+          if (rows.length === 0) return;
+          cursor = Number(rows[rows.length - 1]!.sequence);
+          await pool.query('UPDATE bench_cursors SET cursor = $3 WHERE stream = $1 AND partition = $2', [stream, partition, cursor]);
+          done += rows.length;
+        }
+      }),
+    );
+    if (done !== events) throw new Error(`raw log loop read ${done} of ${events}`);
+    return rate(events, now() - t0);
+  } finally {
+    await pool.end();
+  }
+}
+
+/** Starts `processes` members on a group past the backlog, waits for balance, resets it to the start and times the drain. */
+async function drainWithMembers(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<number> {
+  await rheo.createGroup(stream, group, { startAfter: events / PARTITION_COUNT });
+  const children: ChildProcess[] = [];
+  try {
+    for (let i = 0; i < processes; i++) {
+      children.push(spawn(process.execPath, ['--import', 'tsx', MEMBER, url, stream, group, String(BATCH)], { stdio: ['ignore', 'ignore', 'inherit'] }));
+    }
+    const share = PARTITION_COUNT / processes;
+    await waitUntil(
+      'a balanced group',
+      async () => {
+        const m = await rheo.members(stream, group);
+        return m.members.length === processes && m.members.every((x) => x.partitions.length === share && x.revoking.length === 0);
+      },
+      60_000,
+      20,
+    );
+    const t0 = now();
+    await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
+    await waitUntil('the members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, 2);
+    return rate(events, now() - t0);
+  } finally {
+    for (const child of children) child.kill('SIGTERM');
+    await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
+  }
+}

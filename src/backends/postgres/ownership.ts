@@ -1,0 +1,203 @@
+import type {
+  CommitOp,
+  GroupMembership,
+  HeartbeatRequest,
+  MemberView,
+  OwnershipFence,
+  SettleOutcome,
+} from '../../core/backend.js';
+import {
+  assertWholeStreamGroup,
+  commitBeyondLog,
+  emptySlot,
+  groupModeConflict,
+  heartbeatStep,
+  leaveStep,
+  memberView,
+  staleGeneration,
+  type MembershipState,
+  type StepReport,
+} from '../../core/membership.js';
+import type { RheoEvent } from '../../core/types.js';
+import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
+import { txQuery, type Queryable } from './connection.js';
+import type { LeaseContext } from './leases.js';
+import { toEvent, type EventRow } from './rows.js';
+
+type SlotRow = [partition: number, owner: string | null, target: string | null, generation: number, revokedAtMs: number | null];
+
+interface Loaded {
+  state: MembershipState;
+  nowMs: number;
+  /** Members as read, to write only the difference. */
+  before: Set<string>;
+}
+
+function label(g: GroupRef, action: string) {
+  return { action: `${action} in group "${g.name}" of stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true };
+}
+
+/**
+ * Locks the group, refuses beside live leases when asked to, and loads its
+ * membership with the owner rows locked (sql/ownership.ts).
+ */
+async function load(ctx: LeaseContext, tx: Queryable, g: GroupRef, refuseLeased: boolean): Promise<Loaded> {
+  const [lock] = await txQuery<{ generation: number; now_ms: number; leased: boolean }>(tx, ctx.sql.ownership.lockGroup, [g.id, ctx.now()]);
+  if (!lock) throw new Error('the group ownership lock returned no row');
+  if (refuseLeased && lock.leased) throw groupModeConflict(g.stream.name, g.name);
+  const [row] = await txQuery<{ members: Array<[string, number]>; slots: SlotRow[] }>(tx, ctx.sql.ownership.readMembership, [g.id]);
+  const slots = Array.from({ length: g.stream.partitions }, emptySlot);
+  for (const [partition, owner, target, generation, revokedAt] of row?.slots ?? []) {
+    if (partition < slots.length) slots[partition] = { owner, target, generation, revokedAt };
+  }
+  const members = new Map(row?.members ?? []);
+  return { state: { groupGeneration: lock.generation, members, slots }, nowMs: lock.now_ms, before: new Set(members.keys()) };
+}
+
+async function write(ctx: LeaseContext, tx: Queryable, g: GroupRef, loaded: Loaded, report: StepReport, refreshed: string | null): Promise<void> {
+  const { state, before } = loaded;
+  const upsert = refreshed === null ? [] : [refreshed];
+  const removed = [...before].filter((m) => !state.members.has(m));
+  const changed = [...report.changed].sort((a, b) => a - b);
+  const slots = changed.map((p) => state.slots[p]!);
+  await txQuery(tx, ctx.sql.ownership.writeMembership, [
+    g.id,
+    upsert,
+    upsert.map((m) => state.members.get(m)!),
+    removed,
+    changed,
+    slots.map((s) => s.owner),
+    slots.map((s) => s.target),
+    slots.map((s) => s.generation),
+    slots.map((s) => s.revokedAt),
+    state.groupGeneration,
+  ]);
+  // Expired lease ranges of partitions that change hands become rows, which
+  // the new owner's commits delete (sql/ownership.ts commitSql).
+  if (changed.length > 0) await txQuery(tx, ctx.sql.explodeGroup, [g.id, changed]);
+}
+
+export async function heartbeat(ctx: LeaseContext, stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+  const g = await ctx.catalog.group(stream, group);
+  assertWholeStreamGroup(g.stream.name, g.name, g.partitions, g.stream.partitions);
+  return ctx.db.transaction(label(g, `heartbeat of member "${request.memberId}"`), async (tx) => {
+    const loaded = await load(ctx, tx, g, true);
+    const report = heartbeatStep(loaded.state, request, loaded.nowMs);
+    await write(ctx, tx, g, loaded, report, request.memberId);
+    const mine = loaded.state.slots.flatMap((slot, p) => (slot.owner === request.memberId ? [p] : []));
+    const frontiers = new Map<number, number>();
+    if (mine.length > 0) {
+      const rows = await txQuery<{ partition: number; frontier: number }>(tx, ctx.sql.ownership.frontiers, [g.id, mine]);
+      for (const row of rows) frontiers.set(row.partition, row.frontier);
+    }
+    return memberView(loaded.state, request.memberId, (p) => frontiers.get(p) ?? 0);
+  });
+}
+
+export async function leaveGroup(ctx: LeaseContext, stream: string, group: string, memberId: string): Promise<void> {
+  const g = await ctx.catalog.group(stream, group);
+  await ctx.db.transaction(label(g, `leave of member "${memberId}"`), async (tx) => {
+    const loaded = await load(ctx, tx, g, false);
+    const report = leaveStep(loaded.state, memberId, loaded.nowMs);
+    if (report.changed.size > 0 || loaded.before.has(memberId)) await write(ctx, tx, g, loaded, report, null);
+  });
+}
+
+/** Looks each distinct (stream, group) up once; `null` for one that does not exist. */
+async function groupsOf(catalog: Catalog, items: OwnershipFence[]): Promise<Array<GroupRef | null>> {
+  const found = new Map<string, GroupRef | null>();
+  const out: Array<GroupRef | null> = [];
+  for (const item of items) {
+    const key = `${item.stream}\u0000${item.group}`;
+    let g = found.get(key);
+    if (g === undefined) {
+      g = await catalog.findGroup(item.stream, item.group);
+      found.set(key, g);
+    }
+    out.push(g && item.partition < g.stream.partitions ? g : null);
+  }
+  return out;
+}
+
+export async function releasePartitions(ctx: LeaseContext, fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+  const groups = await groupsOf(ctx.catalog, fences);
+  const sent = fences.flatMap((f, i) => (groups[i] ? [{ f, g: groups[i]!, i }] : []));
+  const applied = new Set<number>();
+  if (sent.length > 0) {
+    const rows = await ctx.db.query<{ i: number }>(
+      { action: `release ${sent.length} partition(s)`, stream: fences[0]?.stream, group: fences[0]?.group, writes: true },
+      ctx.sql.ownership.release,
+      [sent.map((s) => s.g.id), sent.map((s) => s.f.partition), sent.map((s) => s.f.memberId), sent.map((s) => s.f.generation)],
+    );
+    for (const row of rows) applied.add(sent[row.i - 1]!.i);
+  }
+  return fences.map((f, i) => (applied.has(i) ? { ok: true as const } : { ok: false as const, error: staleGeneration(f) }));
+}
+
+export async function readOwned(ctx: LeaseContext, fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+  const g = await ctx.catalog.group(fence.stream, fence.group);
+  checkPartitions(g.stream, [fence.partition]);
+  const rows = await ctx.db.query<EventRow & { fenced: boolean }>(
+    { action: `read owned partition ${fence.partition} of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: false },
+    ctx.sql.ownership.readOwned,
+    [g.stream.id, fence.partition, after, limit, maxBytes, g.id, fence.memberId, fence.generation],
+  );
+  if (!rows[0]?.fenced) throw staleGeneration(fence);
+  return rows.filter((r) => r.id !== null).map((r) => toEvent(g.stream.name, r));
+}
+
+export async function commit(ctx: LeaseContext, ops: CommitOp[]): Promise<SettleOutcome[]> {
+  const groups = await groupsOf(ctx.catalog, ops);
+  const sent = ops.flatMap((op, i) => (groups[i] ? [{ op, g: groups[i]!, i }] : []));
+  const status = new Map<number, { status: string; high_watermark: number }>();
+  if (sent.length > 0) {
+    const dead = sent.flatMap((s, k) => s.op.deadLetters.map((d) => ({ ...d, k: k + 1 })));
+    const rows = await ctx.db.query<{ i: number; status: string; high_watermark: number }>(
+      { action: `commit ${sent.length} partition(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true },
+      ctx.sql.ownership.commit,
+      [
+        sent.map((s) => s.g.id),
+        sent.map((s) => s.g.stream.id),
+        sent.map((s) => s.op.partition),
+        sent.map((s) => s.op.memberId),
+        sent.map((s) => s.op.generation),
+        sent.map((s) => s.op.upTo),
+        dead.map((d) => d.k),
+        dead.map((d) => d.sequence),
+        dead.map((d) => d.attempt),
+        dead.map((d) => d.reason),
+        ctx.now(),
+      ],
+    );
+    for (const row of rows) status.set(sent[row.i - 1]!.i, row);
+  }
+  return ops.map((op, i) => {
+    const row = status.get(i);
+    if (row?.status === 'ok') return { ok: true as const };
+    if (row?.status === 'beyond') return { ok: false as const, error: commitBeyondLog(op, op.upTo, row.high_watermark) };
+    return { ok: false as const, error: staleGeneration(op) };
+  });
+}
+
+export async function members(ctx: LeaseContext, stream: string, group: string): Promise<GroupMembership> {
+  const g = await ctx.catalog.group(stream, group);
+  const [row] = await ctx.db.query<{ generation: number | null; members: Array<[string, number]>; slots: Array<[number, string | null, string | null]> }>(
+    { action: `members of group "${g.name}" on stream "${g.stream.name}"`, stream, group, writes: false },
+    ctx.sql.ownership.members,
+    [g.id, ctx.now()],
+  );
+  const owners: Record<number, string | null> = {};
+  for (let p = 0; p < g.stream.partitions; p++) owners[p] = null;
+  const slots = row?.slots ?? [];
+  for (const [p, owner] of slots) owners[p] = owner;
+  return {
+    groupGeneration: row?.generation ?? 0,
+    members: (row?.members ?? []).map(([memberId, expiresAtMs]) => ({
+      memberId,
+      expiresAt: new Date(expiresAtMs),
+      partitions: slots.filter(([, owner]) => owner === memberId).map(([p]) => p),
+      revoking: slots.filter(([, owner, target]) => owner === memberId && target !== memberId).map(([p]) => p),
+    })),
+    owners,
+  };
+}

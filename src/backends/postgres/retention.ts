@@ -1,0 +1,177 @@
+import type { RetentionPolicy, TrimReport, TrimRequest } from '../../core/backend.js';
+import { groupNotFound, streamNotFound } from '../../core/errors.js';
+import type { StreamRef } from './catalog.js';
+import { txQuery, type Queryable } from './connection.js';
+import type { LeaseContext } from './leases.js';
+import type { RetentionStatements } from './sql/retention.js';
+
+export interface RetentionContext extends LeaseContext {
+  readonly retention: RetentionStatements;
+  readonly schema: string;
+}
+
+interface BoundRow {
+  partition: number;
+  low_watermark: number;
+  high_watermark: number;
+  bound: number;
+}
+
+interface FrontierRow {
+  group_id: number;
+  name: string;
+  partition: number;
+  frontier: number;
+}
+
+/** Events per batch when a deleted stream's events are purged. */
+const PURGE_BATCH = 10_000;
+
+/**
+ * One trim batch in one transaction (docs/semantics.md, "Retention";
+ * statement order and lock order in sql/retention.ts). Bounds come from the
+ * request or the stream's policy, are capped per partition by the batch
+ * budget (partitions in order) and, unless forced, by every group's
+ * frontier. A forced bound that passes a group's frontier costs that group
+ * its unsettled sequences below it, counted in `forced`.
+ */
+export async function trimStream(ctx: RetentionContext, stream: StreamRef, request: TrimRequest): Promise<TrimReport> {
+  const r = ctx.retention;
+  const explicit = request.before !== null || request.keep !== null;
+  const label = { stream: stream.name, writes: true };
+  return ctx.db.transaction({ action: `trim stream "${stream.name}"`, ...label }, async (tx) => {
+    const [lock] = await txQuery<{ locked: boolean }>(tx, request.skipIfBusy ? r.trimLockTry : r.trimLockWait, [
+      ctx.schema,
+      stream.id,
+    ]);
+    const report: TrimReport = { deleted: 0, partitions: {}, forced: [] };
+    if (!lock?.locked) return report;
+    const lows = await txQuery<{ partition: number }>(tx, r.lockLows, [stream.id]);
+    // The stream was deleted while this call looked it up: its rows are gone.
+    if (lows.length === 0) throw streamNotFound(stream.name);
+    const bounds = await txQuery<BoundRow>(tx, r.trimBounds, [
+      stream.id,
+      explicit,
+      request.before?.toISOString() ?? null,
+      request.keep,
+      request.limit,
+      ctx.now(),
+    ]);
+    const frontiers = await txQuery<FrontierRow>(tx, r.trimFrontiers, [stream.id]);
+    let budget = request.limit;
+    const plan: Array<{ partition: number; low: number; bound: number }> = [];
+    for (const row of bounds) {
+      let bound = Math.min(row.bound, row.low_watermark - 1 + Math.max(0, budget));
+      if (!request.force) {
+        for (const f of frontiers) if (f.partition === row.partition) bound = Math.min(bound, f.frontier);
+      }
+      if (bound >= row.low_watermark) budget -= bound - row.low_watermark + 1;
+      plan.push({ partition: row.partition, low: row.low_watermark, bound });
+    }
+    const passed = frontiers.filter((f) => {
+      const p = plan.find((x) => x.partition === f.partition);
+      return p !== undefined && p.bound >= p.low && f.frontier < p.bound;
+    });
+    if (passed.length > 0) report.forced = await forgetUnsettled(ctx, tx, passed, plan);
+    for (const p of plan) {
+      let deleted = 0;
+      if (p.bound >= p.low) {
+        await txQuery(tx, r.trimDeadLetters, [stream.id, p.partition, p.bound]);
+        const result = await tx.query({ text: r.trimEvents, values: [stream.id, p.partition, p.low, p.bound] });
+        deleted = result.rowCount ?? 0;
+        await txQuery(tx, r.setLow, [stream.id, p.partition, p.bound + 1]);
+      }
+      report.deleted += deleted;
+      report.partitions[p.partition] = { deleted, lowWatermark: Math.max(p.low, p.bound + 1) };
+    }
+    return report;
+  });
+}
+
+/** Forced trim: the passed groups drop their state up to the bound; returns what each lost. */
+async function forgetUnsettled(
+  ctx: RetentionContext,
+  tx: Queryable,
+  passed: FrontierRow[],
+  plan: Array<{ partition: number; bound: number }>,
+): Promise<TrimReport['forced']> {
+  const r = ctx.retention;
+  const groupIds = passed.map((f) => f.group_id);
+  const partitions = passed.map((f) => f.partition);
+  const bounds = passed.map((f) => plan.find((p) => p.partition === f.partition)!.bound);
+  await txQuery(tx, r.trimLockCursors, [groupIds, partitions]);
+  for (const groupId of new Set(groupIds)) {
+    const scope = passed.filter((f) => f.group_id === groupId).map((f) => f.partition);
+    await txQuery(tx, ctx.sql.explodeGroup, [groupId, scope]);
+  }
+  const counts = await txQuery<{ group_id: number; partition: number; unsettled: string | number }>(tx, r.trimUnsettled, [
+    groupIds,
+    partitions,
+    bounds,
+  ]);
+  await txQuery(tx, r.trimGroupState, [groupIds, partitions, bounds]);
+  for (const groupId of new Set(groupIds)) {
+    const scope = passed.filter((f) => f.group_id === groupId).map((f) => f.partition);
+    await txQuery(tx, ctx.sql.replayAdvance, [groupId, scope]);
+  }
+  const names = new Map(passed.map((f) => [f.group_id, f.name]));
+  return counts
+    .map((c) => ({ group: names.get(c.group_id)!, partition: c.partition, unsettled: Number(c.unsettled) }))
+    .filter((c) => c.unsettled > 0)
+    .sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : a.partition - b.partition));
+}
+
+export async function setRetention(ctx: RetentionContext, stream: string, policy: RetentionPolicy | null): Promise<void> {
+  const rows = await ctx.db.query(
+    { action: `set the retention of stream "${stream}"`, stream, writes: true },
+    ctx.retention.setRetention,
+    [stream, policy?.maxAgeMs ?? null, policy?.maxEvents ?? null],
+  );
+  if (rows.length === 0) throw streamNotFound(stream);
+}
+
+export async function deleteGroup(ctx: RetentionContext, stream: string, group: string, groupId: number): Promise<void> {
+  const rows = await ctx.db.transaction(
+    { action: `delete group "${group}" of stream "${stream}"`, stream, group, writes: true },
+    (tx) => txQuery(tx, ctx.retention.deleteGroup, [groupId]),
+  );
+  if (rows.length === 0) throw groupNotFound(stream, group);
+}
+
+/**
+ * The catalog rows and group state in one transaction, then the events in
+ * bounded batches (each its own statement) so a large stream never holds one
+ * long transaction.
+ */
+export async function deleteStream(ctx: RetentionContext, stream: string): Promise<void> {
+  const rows = await ctx.db.transaction({ action: `delete stream "${stream}"`, stream, writes: true }, (tx) =>
+    txQuery<{ id: number }>(tx, ctx.retention.deleteStream, [stream]),
+  );
+  const [row] = rows;
+  if (!row) throw streamNotFound(stream);
+  await purgeStream(ctx, row.id, stream);
+  // And one batch of whatever a process that died mid-purge left behind.
+  await purgeLeftovers(ctx);
+}
+
+async function purgeStream(ctx: RetentionContext, streamId: number, name: string): Promise<void> {
+  const label = { action: `delete the events of deleted stream "${name}"`, stream: name, writes: true };
+  for (;;) {
+    const [res] = await ctx.db.query<{ deleted: number }>(label, ctx.retention.purgeEvents, [streamId, PURGE_BATCH]);
+    if ((res?.deleted ?? 0) < PURGE_BATCH) break;
+  }
+  await ctx.db.query(label, ctx.retention.purgeDone, [streamId]);
+}
+
+/** One batch of the events of a stream deleted by a process that died before purging them. */
+export async function purgeLeftovers(ctx: RetentionContext): Promise<void> {
+  const [row] = await ctx.db.query<{ stream_id: number }>(
+    { action: 'look for deleted streams to purge', writes: false },
+    ctx.retention.nextPurge,
+    [],
+  );
+  if (!row) return;
+  const label = { action: `purge the events of deleted stream ${row.stream_id}`, writes: true };
+  const [res] = await ctx.db.query<{ deleted: number }>(label, ctx.retention.purgeEvents, [row.stream_id, PURGE_BATCH]);
+  if ((res?.deleted ?? 0) < PURGE_BATCH) await ctx.db.query(label, ctx.retention.purgeDone, [row.stream_id]);
+}

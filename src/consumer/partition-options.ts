@@ -1,0 +1,181 @@
+import type { GroupMembership, MemberView } from '../core/backend.js';
+import type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from '../core/ownership-arguments.js';
+import { invalidArgument } from '../core/errors.js';
+import type { GroupInfo, JsonValue, ReadOptions, RheoEvent, SettleResult } from '../core/types.js';
+import { assertName, assertPlainObject, assertString, describe, optionalInteger } from '../core/validation.js';
+import type { Backend } from '../core/backend.js';
+import type { BackoffOptions } from '../producer/backoff.js';
+import type { Timers } from '../producer/timers.js';
+import type { HandlerOutcome } from './consumer-types.js';
+
+const MAX_MS = 7 * 24 * 3600_000;
+
+/** What a partition handler gets besides the event. */
+export interface PartitionHandlerContext {
+  /** 1 on the first run of this event by this member; grows with every retry. A new owner starts again at 1. */
+  readonly attempt: number;
+  readonly partition: number;
+  /** The generation under which the member owns the partition. */
+  readonly generation: number;
+  readonly memberId: string;
+  /**
+   * Aborted when the handler times out, when the partition is lost or its
+   * revocation stops waiting, and when `stop()` gives up waiting.
+   */
+  readonly signal: AbortSignal;
+}
+
+export type PartitionHandler<T = JsonValue> = (
+  event: RheoEvent<T>,
+  context: PartitionHandlerContext,
+) => HandlerOutcome | Promise<HandlerOutcome>;
+
+/**
+ * `rheo.consume({ assignment: 'partitions', ... })`: Kafka-style ownership.
+ * The member owns a share of the partitions, reads each in sequence order
+ * and commits progress once per batch.
+ */
+export interface PartitionConsumeOptions<T = JsonValue> {
+  stream: string;
+  group: string;
+  assignment: 'partitions';
+  handler: PartitionHandler<T>;
+  /**
+   * Order inside an owned partition. `'partition'` (default): one event at
+   * a time, in sequence order. `'key'`: events of different keys run in
+   * parallel (up to `concurrency`), one at a time per key in sequence order;
+   * events without a key are unordered.
+   */
+  orderBy?: 'partition' | 'key';
+  /**
+   * Handlers running at once across all owned partitions (with `orderBy:
+   * 'partition'` at most one per partition). Default 10.
+   */
+  concurrency?: number;
+  /** Events read (and committed) per batch. Default 100. */
+  batchSize?: number;
+  /**
+   * What a failing event (thrown, `{ retry }`, timed out) does to its
+   * partition. `'dead-letter'` (default): retry with backoff up to
+   * `maxAttempts` runs, then dead-letter it and go on. `'block'`: retry with
+   * backoff forever; the partition waits (order is never broken).
+   */
+  onFailure?: 'dead-letter' | 'block';
+  /** Runs before dead-lettering. Default: the group's `maxAttempts`. */
+  maxAttempts?: number;
+  /** Backoff between runs of a failing event (`{ retry, delayMs }` overrides it). Default `{ initialMs: 100, maxMs: 30_000 }`. */
+  retryBackoff?: Partial<BackoffOptions>;
+  /** Unique per process. Default `member-<random>`. */
+  memberId?: string;
+  /** The member's partitions move elsewhere this long after its last heartbeat. Default 10 000. */
+  sessionMs?: number;
+  /** Heartbeat period. Default a third of `sessionMs`. */
+  heartbeatMs?: number;
+  /**
+   * How long a revoked partition waits for its owner's release before the
+   * new owner may take it anyway (fenced). The owner waits half of it for
+   * running handlers before aborting them. Default 30 000.
+   */
+  rebalanceTimeoutMs?: number;
+  /** Wait after reading nothing (cut short by backend notifications). Default `rheo.defaults.pollMs`. */
+  pollMs?: number;
+  /** Abort a handler's signal and count a failure after this long. Default: none. */
+  handlerTimeoutMs?: number;
+  signal?: AbortSignal;
+  /** How long `stop()` waits for running handlers before aborting them. Default 30 000. */
+  stopTimeoutMs?: number;
+  /** Timer source (tests). Default real timers. */
+  timers?: Timers;
+}
+
+/** What the partition consumer calls: the facade's ownership calls, never a concrete backend. */
+export interface PartitionSource {
+  readonly backend: Pick<Backend, 'waitForAppend' | 'capabilities'>;
+  readonly defaults: { readonly pollMs: number };
+  heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView>;
+  leaveGroup(stream: string, group: string, memberId: string): Promise<void>;
+  releasePartitions(fences: OwnershipFenceInput[]): Promise<SettleResult[]>;
+  readOwned<U extends JsonValue = JsonValue>(fence: OwnershipFenceInput, options?: ReadOptions): Promise<RheoEvent<U>[]>;
+  commit(ops: CommitInput[]): Promise<SettleResult[]>;
+  groupInfo(stream: string, group: string): Promise<GroupInfo>;
+  members(stream: string, group: string): Promise<GroupMembership>;
+}
+
+export interface ResolvedPartitionOptions<T> {
+  stream: string;
+  group: string;
+  handler: PartitionHandler<T>;
+  byKey: boolean;
+  concurrency: number;
+  batchSize: number;
+  onFailure: 'dead-letter' | 'block';
+  maxAttempts: number | null;
+  retryBackoff: BackoffOptions;
+  memberId: string;
+  sessionMs: number;
+  heartbeatMs: number;
+  rebalanceTimeoutMs: number;
+  pollMs: number;
+  handlerTimeoutMs: number | null;
+  signal: AbortSignal | undefined;
+  stopTimeoutMs: number;
+  timers: Timers | undefined;
+}
+
+export function resolvePartitionOptions<T>(
+  options: PartitionConsumeOptions<T>,
+  defaults: { pollMs: number },
+  randomId: () => string,
+): ResolvedPartitionOptions<T> {
+  assertPlainObject('consume options', options);
+  assertName('stream', options.stream);
+  assertName('group', options.group);
+  if (typeof options.handler !== 'function') {
+    throw invalidArgument(`consume handler must be a function (event, { attempt, partition, signal }) => outcome, got ${describe(options.handler)}`);
+  }
+  const orderBy = options.orderBy ?? 'partition';
+  if (orderBy !== 'partition' && orderBy !== 'key') {
+    throw invalidArgument(`with assignment 'partitions', orderBy must be 'partition' or 'key', got ${describe(orderBy)}`);
+  }
+  const onFailure = options.onFailure ?? 'dead-letter';
+  if (onFailure !== 'dead-letter' && onFailure !== 'block') {
+    throw invalidArgument(`onFailure must be 'dead-letter' or 'block', got ${describe(onFailure)}`);
+  }
+  let memberId = `member-${randomId()}`;
+  if (options.memberId !== undefined) {
+    assertString('memberId', options.memberId);
+    memberId = options.memberId;
+  }
+  const sessionMs = optionalInteger('sessionMs', options.sessionMs, 10_000, { min: 3, max: MAX_MS });
+  const heartbeatMs = optionalInteger('heartbeatMs', options.heartbeatMs, Math.max(1, Math.floor(sessionMs / 3)), { min: 1, max: sessionMs - 1 });
+  const backoff = options.retryBackoff ?? {};
+  assertPlainObject('retryBackoff', backoff);
+  const initialMs = optionalInteger('retryBackoff.initialMs', backoff.initialMs, 100, { min: 1, max: 3600_000 });
+  const maxMs = optionalInteger('retryBackoff.maxMs', backoff.maxMs, Math.max(30_000, initialMs), { min: initialMs, max: 3600_000 });
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+    throw invalidArgument(`signal must be an AbortSignal, got ${describe(options.signal)}`);
+  }
+  if (options.timers !== undefined && (options.timers === null || typeof options.timers.schedule !== 'function')) {
+    throw invalidArgument(`timers must be an object with schedule(ms, callback), got ${describe(options.timers)}`);
+  }
+  return {
+    stream: options.stream,
+    group: options.group,
+    handler: options.handler,
+    byKey: orderBy === 'key',
+    concurrency: optionalInteger('concurrency', options.concurrency, 10, { min: 1, max: 10_000 }),
+    batchSize: optionalInteger('batchSize', options.batchSize, 100, { min: 1, max: 10_000 }),
+    onFailure,
+    maxAttempts: options.maxAttempts === undefined ? null : optionalInteger('maxAttempts', options.maxAttempts, 1, { min: 1, max: 1_000_000 }),
+    retryBackoff: { initialMs, maxMs },
+    memberId,
+    sessionMs,
+    heartbeatMs,
+    rebalanceTimeoutMs: optionalInteger('rebalanceTimeoutMs', options.rebalanceTimeoutMs, 30_000, { min: 0, max: MAX_MS }),
+    pollMs: optionalInteger('pollMs', options.pollMs, defaults.pollMs, { min: 1, max: 3600_000 }),
+    handlerTimeoutMs: options.handlerTimeoutMs === undefined ? null : optionalInteger('handlerTimeoutMs', options.handlerTimeoutMs, 1, { min: 1, max: MAX_MS }),
+    signal: options.signal,
+    stopTimeoutMs: optionalInteger('stopTimeoutMs', options.stopTimeoutMs, 30_000, { max: MAX_MS }),
+    timers: options.timers,
+  };
+}

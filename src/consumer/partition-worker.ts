@@ -1,0 +1,334 @@
+import { isRheoError, type RheoError } from '../core/errors.js';
+import type { JsonValue, RheoEvent } from '../core/types.js';
+import { backoffDelay } from '../producer/backoff.js';
+import { sleep, type Timers } from '../producer/timers.js';
+import { isThenable } from '../sinks/lease-outcome.js';
+import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
+import type { PartitionHandlerContext, PartitionSource, ResolvedPartitionOptions } from './partition-options.js';
+
+/** A counting semaphore: `concurrency` handlers at once across every worker of a consumer. */
+export class Slots {
+  #free: number;
+  readonly #waiters: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.#free = size;
+  }
+
+  async take(): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiters.push(resolve));
+  }
+
+  give(): void {
+    const next = this.#waiters.shift();
+    if (next) next();
+    else this.#free++;
+  }
+}
+
+/** What the worker tells its consumer, for counters and events. */
+export interface WorkerReport {
+  handled(): void;
+  retried(): void;
+  deadLettered(count: number): void;
+  committed(): void;
+  error(kind: 'read' | 'commit', error: RheoError): void;
+}
+
+/** How one event ended in this batch. */
+type EventEnd = { kind: 'done' } | { kind: 'dead'; attempt: number; reason: string } | { kind: 'aborted' };
+
+/**
+ * One owned partition: reads it in sequence order from the committed
+ * frontier, runs the handler on each event (one at a time, or one at a time
+ * per key), and commits once per batch: the contiguous prefix of the batch
+ * whose events are done or dead, with those dead letters, in one write.
+ *
+ * Ends when it is stopped (revocation, `stop()`) after committing what it
+ * finished, or at once when fenced (a read or commit answered
+ * `stale_generation`: the partition has moved on, its work is redone there).
+ */
+export class PartitionWorker<T extends JsonValue> {
+  readonly partition: number;
+  readonly generation: number;
+  readonly done: Promise<void>;
+  /** Set once a call came back `stale_generation`. */
+  fenced = false;
+  #position: number;
+  #stopping = false;
+  readonly #abort = new AbortController();
+  /** Ends idle waits and backoffs early when the worker stops. */
+  readonly #wake = new AbortController();
+  readonly #source: PartitionSource;
+  readonly #o: ResolvedPartitionOptions<T>;
+  readonly #timers: Timers;
+  readonly #slots: Slots;
+  readonly #maxAttempts: number;
+  readonly #report: WorkerReport;
+
+  constructor(
+    source: PartitionSource,
+    options: ResolvedPartitionOptions<T>,
+    owned: { partition: number; generation: number; frontier: number },
+    env: { timers: Timers; slots: Slots; maxAttempts: number; report: WorkerReport },
+  ) {
+    this.#source = source;
+    this.#o = options;
+    this.partition = owned.partition;
+    this.generation = owned.generation;
+    this.#position = owned.frontier;
+    this.#timers = env.timers;
+    this.#slots = env.slots;
+    this.#maxAttempts = env.maxAttempts;
+    this.#report = env.report;
+    this.done = this.#loop();
+  }
+
+  get fence() {
+    return { stream: this.#o.stream, group: this.#o.group, partition: this.partition, memberId: this.#o.memberId, generation: this.generation };
+  }
+
+  /** Highest sequence committed by this worker (or the frontier it started from). */
+  get position(): number {
+    return this.#position;
+  }
+
+  /**
+   * Stop after what is running: no new batch is read; handlers of the batch
+   * get `graceMs` to finish, then their signals are aborted; the finished
+   * prefix is committed.
+   */
+  stop(graceMs: number): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    this.#wake.abort();
+    if (graceMs <= 0) this.#abort.abort(revokedError(this.partition));
+    else {
+      const timer = this.#timers.schedule(graceMs, () => this.#abort.abort(revokedError(this.partition)), { keepAlive: false });
+      void this.done.finally(() => timer.cancel());
+    }
+  }
+
+  /** The partition is no longer ours: abort everything, commit nothing. */
+  lose(): void {
+    this.fenced = true;
+    this.stop(0);
+  }
+
+  /**
+   * Pipelined: while a batch is handled the next one is already being read,
+   * and its commit runs while the next batch is handled (commits of one
+   * partition still land in order: each waits for the one before). A read
+   * and a commit are each a round trip plus, for the commit, a durable
+   * write; overlapping them with the handlers is what the raw
+   * read-a-range-update-a-cursor ceiling does not have to pay for.
+   */
+  async #loop(): Promise<void> {
+    let committing: Promise<boolean> = Promise.resolve(true);
+    try {
+      let failures = 0;
+      let after = this.#position;
+      let ahead: Promise<RheoEvent<T>[] | { error: unknown }> | null = null;
+      while (!this.#stopping) {
+        const read = await (ahead ?? this.#read(after));
+        ahead = null;
+        if (!Array.isArray(read)) {
+          if (this.#fencedBy(read.error)) return;
+          this.#report.error('read', read.error as RheoError);
+          await sleep(this.#timers, backoffDelay(++failures, this.#o.retryBackoff), this.#wake.signal);
+          continue;
+        }
+        failures = 0;
+        const events = read;
+        if (events.length === 0) {
+          // Nothing new: let the commit in flight land before waiting.
+          if (!(await committing)) return;
+          await this.#idle();
+          continue;
+        }
+        const last = events[events.length - 1]!.sequence;
+        if (!this.#stopping && events.length === this.#o.batchSize) ahead = this.#read(last);
+        const ends = await this.#runBatch(events);
+        let upTo = after;
+        const deadLetters: Array<{ sequence: number; attempt: number; reason: string }> = [];
+        for (let i = 0; i < events.length; i++) {
+          const end = ends[i]!;
+          if (end.kind === 'aborted') break;
+          upTo = events[i]!.sequence;
+          if (end.kind === 'dead') deadLetters.push({ sequence: upTo, attempt: end.attempt, reason: end.reason });
+        }
+        if (!(await committing) || this.fenced) return;
+        if (upTo > after) committing = this.#commit(upTo, deadLetters);
+        if (upTo < last) return; // aborted part-way: what finished is committed below
+        after = last;
+      }
+    } finally {
+      await committing;
+    }
+  }
+
+  /** A read that never rejects: the events, or the error to handle. */
+  #read(after: number): Promise<RheoEvent<T>[] | { error: unknown }> {
+    return this.#source.readOwned<T>(this.fence, { after, limit: this.#o.batchSize }).then(
+      (events) => events,
+      (error: unknown) => ({ error }),
+    );
+  }
+
+  /** Retries until the commit lands, the worker is fenced, or it is lost. `false` when fenced. */
+  async #commit(upTo: number, deadLetters: Array<{ sequence: number; attempt: number; reason: string }>): Promise<boolean> {
+    for (let failures = 1; ; failures++) {
+      try {
+        const [result] = await this.#source.commit([{ ...this.fence, upTo, deadLetters }]);
+        if (result?.ok) {
+          this.#position = upTo;
+          this.#report.committed();
+          if (deadLetters.length > 0) this.#report.deadLettered(deadLetters.length);
+          return true;
+        }
+        if (result && this.#fencedBy(result.error)) return false;
+        if (result) this.#report.error('commit', result.error);
+      } catch (error) {
+        if (this.#fencedBy(error)) return false;
+        this.#report.error('commit', error as RheoError);
+      }
+      // A commit is idempotent (never backwards; dead letters once), so an
+      // ambiguous or failed one is simply sent again. Once the worker has
+      // been told to give up (grace over), a few tries are all it gets: the
+      // next owner redoes what was not committed.
+      if (this.fenced || (this.#abort.signal.aborted && failures >= 3)) return false;
+      await sleep(this.#timers, backoffDelay(failures, this.#o.retryBackoff));
+    }
+  }
+
+  #fencedBy(error: unknown): boolean {
+    if (!isRheoError(error, 'stale_generation') && !isRheoError(error, 'closed')) return false;
+    this.fenced = true;
+    this.#abort.abort(error);
+    return true;
+  }
+
+  async #idle(): Promise<void> {
+    const wait = this.#source.backend.capabilities.notifications ? this.#source.backend.waitForAppend : undefined;
+    if (wait) await wait.call(this.#source.backend, this.#o.stream, this.#o.pollMs, this.#wake.signal);
+    else await sleep(this.#timers, this.#o.pollMs, this.#wake.signal);
+  }
+
+  /** Runs a batch: in order, or in per-key chains; resolves with how each event ended. */
+  async #runBatch(events: RheoEvent<T>[]): Promise<EventEnd[]> {
+    const ends: EventEnd[] = new Array<EventEnd>(events.length);
+    if (!this.#o.byKey) {
+      for (let i = 0; i < events.length; i++) {
+        ends[i] = await this.#runEvent(events[i]!);
+        if (ends[i]!.kind === 'aborted') {
+          ends.fill({ kind: 'aborted' }, i + 1);
+          break;
+        }
+      }
+      return ends;
+    }
+    const chains = new Map<string, number[]>();
+    events.forEach((e, i) => {
+      const key = e.key === null ? `\u0000${e.sequence}` : `k:${e.key}`;
+      const chain = chains.get(key);
+      if (chain) chain.push(i);
+      else chains.set(key, [i]);
+    });
+    await Promise.all(
+      [...chains.values()].map(async (chain) => {
+        for (let k = 0; k < chain.length; k++) {
+          const i = chain[k]!;
+          ends[i] = await this.#runEvent(events[i]!);
+          if (ends[i]!.kind === 'aborted') {
+            for (const j of chain.slice(k + 1)) ends[j] = { kind: 'aborted' };
+            return;
+          }
+        }
+      }),
+    );
+    return ends;
+  }
+
+  /** Runs one event until it is done, dead, or aborted: retries with backoff in between. */
+  async #runEvent(event: RheoEvent<T>): Promise<EventEnd> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.#abort.signal.aborted) return { kind: 'aborted' };
+      await this.#slots.take();
+      let settlement: Settlement;
+      try {
+        if (this.#abort.signal.aborted) return { kind: 'aborted' };
+        settlement = await this.#invoke(event, attempt);
+      } finally {
+        this.#slots.give();
+      }
+      this.#report.handled();
+      if (this.#abort.signal.aborted) return { kind: 'aborted' };
+      if (settlement.kind === 'ack') return { kind: 'done' };
+      if (settlement.kind === 'reject') return { kind: 'dead', attempt, reason: settlement.reason };
+      if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return { kind: 'dead', attempt, reason: settlement.reason };
+      this.#report.retried();
+      const delayMs = settlement.delayMs > 0 ? settlement.delayMs : backoffDelay(attempt, this.#o.retryBackoff);
+      await sleep(this.#timers, delayMs, this.#abort.signal);
+    }
+  }
+
+  /** One handler call with its own signal (aborted by the worker's) and optional timeout. Never rejects. */
+  #invoke(event: RheoEvent<T>, attempt: number): Promise<Settlement> {
+    const controller = new AbortController();
+    const parent = this.#abort.signal;
+    return new Promise<Settlement>((resolve) => {
+      let finished = false;
+      let timer: { cancel(): void } | null = null;
+      const finish = (s: Settlement): void => {
+        if (finished) return;
+        finished = true;
+        timer?.cancel();
+        parent.removeEventListener('abort', onAbort);
+        resolve(s);
+      };
+      // An abort from the worker (revocation past its grace, lost partition,
+      // stop timeout) ends the run at once; what the handler still does is ignored.
+      const onAbort = (): void => {
+        controller.abort(parent.reason);
+        finish({ kind: 'nack', reason: 'aborted', delayMs: 0, failure: null });
+      };
+      parent.addEventListener('abort', onAbort, { once: true });
+      const timeoutMs = this.#o.handlerTimeoutMs;
+      if (timeoutMs !== null) {
+        timer = this.#timers.schedule(
+          timeoutMs,
+          () => {
+            const s = timeoutSettlement(timeoutMs);
+            controller.abort(s.kind === 'nack' ? s.failure?.error : undefined);
+            finish(s);
+          },
+          { keepAlive: false },
+        );
+      }
+      const context: PartitionHandlerContext = {
+        attempt,
+        partition: this.partition,
+        generation: this.generation,
+        memberId: this.#o.memberId,
+        signal: controller.signal,
+      };
+      try {
+        const value = this.#o.handler(event, context);
+        if (!isThenable(value)) finish(settlementOf(value));
+        else Promise.resolve(value).then((v) => finish(settlementOf(v)), (error: unknown) => finish(thrownSettlement(error)));
+      } catch (error) {
+        finish(thrownSettlement(error));
+      }
+    });
+  }
+}
+
+function revokedError(partition: number): Error {
+  const error = new Error(`partition ${partition} is being handed over: stop work on it`);
+  error.name = 'AbortError';
+  return error;
+}

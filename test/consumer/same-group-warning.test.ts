@@ -1,0 +1,99 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { afterEach, describe, expect, it } from 'vitest';
+import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
+import { ManualClock } from '../../src/core/clock.js';
+import { WARNING_CHANNEL, type RheoWarning } from '../../src/observability/same-group-warning.js';
+import { createRheo, type Rheo } from '../../src/rheo.js';
+
+/*
+ * The registry is per process, so every test uses stream names of its own.
+ */
+
+const made: Rheo[] = [];
+afterEach(async () => {
+  for (const rheo of made.splice(0)) await rheo.close();
+});
+
+async function rheoWith(stream: string, groups: string[] = ['g']): Promise<Rheo> {
+  const clock = new ManualClock();
+  const rheo = createRheo({ backend: memoryBackend({ clock }), clock });
+  made.push(rheo);
+  await rheo.createStream(stream);
+  for (const group of groups) await rheo.createGroup(stream, group);
+  return rheo;
+}
+
+/** Collects what `rheo:warning` carries while `fn` runs. */
+async function warningsDuring(fn: () => Promise<void> | void): Promise<RheoWarning[]> {
+  const seen: RheoWarning[] = [];
+  const listener = (message: unknown): void => void seen.push(message as RheoWarning);
+  diagnosticsChannel.subscribe(WARNING_CHANNEL, listener);
+  try {
+    await fn();
+  } finally {
+    diagnosticsChannel.unsubscribe(WARNING_CHANNEL, listener);
+  }
+  return seen;
+}
+
+const handler = (): void => {};
+
+describe('consumer and producer of one group in one process', () => {
+  it('warns once on rheo:warning when both run, naming the stream and group', async () => {
+    const rheo = await rheoWith('warn-a');
+    const warnings = await warningsDuring(async () => {
+      rheo.producer({ stream: 'warn-a', group: 'g' });
+      rheo.consume({ stream: 'warn-a', group: 'g', handler });
+      rheo.producer({ stream: 'warn-a', group: 'g' });
+      rheo.consume({ stream: 'warn-a', group: 'g', handler });
+    });
+    expect(warnings).toEqual([
+      expect.objectContaining({ code: 'consumer_and_producer_in_one_process', stream: 'warn-a', group: 'g' }),
+    ]);
+    expect(warnings[0]!.message).toContain('group "g" on stream "warn-a"');
+  });
+
+  it('does not warn for consumers alone, producers alone, other groups, or one that ended before the other started', async () => {
+    const rheo = await rheoWith('warn-b', ['g', 'h']);
+    const warnings = await warningsDuring(() => {
+      rheo.consume({ stream: 'warn-b', group: 'g', handler });
+      rheo.consume({ stream: 'warn-b', group: 'g', handler });
+      rheo.producer({ stream: 'warn-b', group: 'h' });
+      rheo.producer({ stream: 'warn-b', group: 'h' });
+    });
+    expect(warnings).toEqual([]);
+    const again = await rheoWith('warn-b2');
+    const later = await warningsDuring(async () => {
+      const producer = again.producer({ stream: 'warn-b2', group: 'g' });
+      producer.destroy();
+      await producer.close();
+      again.consume({ stream: 'warn-b2', group: 'g', handler });
+    });
+    expect(later).toEqual([]);
+  });
+
+  it('counts instances sharing one store together, and separate memory stores apart', async () => {
+    const one = await rheoWith('warn-c');
+    const other = await rheoWith('warn-c');
+    const separate = await warningsDuring(() => {
+      one.producer({ stream: 'warn-c', group: 'g' });
+      other.consume({ stream: 'warn-c', group: 'g', handler });
+    });
+    expect(separate).toEqual([]);
+    const shared = createRheo({ backend: one.backend });
+    const together = await warningsDuring(() => {
+      shared.consume({ stream: 'warn-c', group: 'g', handler });
+    });
+    expect(together).toHaveLength(1);
+    await shared.close().catch(() => {});
+  });
+
+  it('goes to process.emitWarning when nobody subscribed to rheo:warning', async () => {
+    const rheo = await rheoWith('warn-d');
+    const warned = new Promise<Error>((resolve) => process.once('warning', resolve));
+    rheo.consume({ stream: 'warn-d', group: 'g', handler });
+    rheo.producer({ stream: 'warn-d', group: 'g' });
+    const warning = await warned;
+    expect(warning).toMatchObject({ name: 'RheoWarning', code: 'RHEO_CONSUMER_AND_PRODUCER' });
+  });
+});
