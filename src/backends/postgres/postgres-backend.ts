@@ -112,6 +112,7 @@ export class PostgresBackend implements Backend {
     notifications: true,
     transactions: false,
     partitionOwnership: true,
+    retention: true,
     cluster: false,
   });
   readonly schema: string;
