@@ -1,7 +1,7 @@
-import type { NormalizedQuery, QueryPosition } from '../../core/backend.js';
+import type { NormalizedQuery, QueryPosition, ReplayQuery } from '../../core/backend.js';
+import { eventFilter } from '../../core/event-filter.js';
 import { comparePositions, encodeQueryCursor } from '../../core/query-cursor.js';
 import type { QueryResult, RheoEvent } from '../../core/types.js';
-import { jsonContains } from '../memory/stream-log.js';
 import { decodeEvent, entryFields } from './codec.js';
 
 const PAGE = 1000;
@@ -21,7 +21,7 @@ export async function queryPartitions(
   q: NormalizedQuery,
   xrange: (partition: number, from: string, count: number) => Promise<unknown[]>,
 ): Promise<QueryResult> {
-  const types = q.types ? new Set(q.types) : null;
+  const test = eventFilter(q);
   const fromMs = q.from?.getTime() ?? -Infinity;
   const toMs = q.to?.getTime() ?? Infinity;
   const matches: Array<{ event: RheoEvent; size: number }> = [];
@@ -40,10 +40,7 @@ export async function queryPartitions(
         const ts = Number(e.t);
         if (ts < fromMs || ts >= toMs) continue;
         const event = decodeEvent(stream, p, e.sequence, e.t, e.d);
-        if (types && !types.has(event.type)) continue;
-        if (q.key !== null && event.key !== q.key) continue;
-        if (q.wherePayload !== undefined && !jsonContains(event.payload, q.wherePayload)) continue;
-        if (q.whereMetadata !== undefined && !jsonContains(event.metadata, q.whereMetadata)) continue;
+        if (!test(event)) continue;
         if (q.cursor && !isAfter(positionOf(event), q.cursor, q.order)) continue;
         matches.push({ event, size: e.z });
       }
@@ -63,6 +60,36 @@ export async function queryPartitions(
   const last = events[events.length - 1];
   const cut = n === q.limit || n < end;
   return { events, nextCursor: cut && last ? encodeQueryCursor(positionOf(last)) : null };
+}
+
+/**
+ * Replay by query: the sequences of one partition's events that match the
+ * filter, ascending, by a scan of the whole partition in pages of 1000 with
+ * the filter `query` uses (core/event-filter.ts), so a replay reopens exactly
+ * what `query` finds.
+ */
+export async function matchingSequences(
+  stream: string,
+  partition: number,
+  q: ReplayQuery,
+  xrange: (partition: number, from: string, count: number) => Promise<unknown[]>,
+): Promise<number[]> {
+  const test = eventFilter(q);
+  const fromMs = q.from?.getTime() ?? -Infinity;
+  const toMs = q.to?.getTime() ?? Infinity;
+  const out: number[] = [];
+  let from = '-';
+  for (;;) {
+    const page = await xrange(partition, from, PAGE);
+    for (const raw of page) {
+      const e = entryFields(raw);
+      const ts = Number(e.t);
+      if (ts < fromMs || ts >= toMs) continue;
+      if (test(decodeEvent(stream, partition, e.sequence, e.t, e.d))) out.push(e.sequence);
+    }
+    if (page.length < PAGE) return out;
+    from = `(${(page[page.length - 1] as [string])[0]}`;
+  }
 }
 
 function positionOf(e: RheoEvent): QueryPosition {

@@ -18,6 +18,7 @@ import { receiptOf } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError, groupNotFound, invalidArgument, invalidPartition, staleLease, streamNotFound } from '../../core/errors.js';
 import { newLeaseId, uuidv7 } from '../../core/ids.js';
+import { checkStartScope, scopedPartitions } from '../../core/partition-scope.js';
 import type { DeadLetter, GroupInfo, LagReport, Lease, PartitionLag, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import { decodeEvent, decodeReason, encodeEvent, encodeReason, entryFields } from './codec.js';
@@ -40,7 +41,7 @@ import {
   type LuaScript,
 } from './lua/scripts.js';
 import { AppendWaiters } from './notifications.js';
-import { queryPartitions } from './query.js';
+import { matchingSequences, queryPartitions } from './query.js';
 
 export type { RedisClientLike, RedisConnection } from './connection.js';
 
@@ -75,6 +76,8 @@ interface StreamMeta {
 
 interface GroupMeta {
   maxAttempts: number;
+  /** The partitions the group covers (GroupSpec.partitions); absent: all of the stream's. */
+  partitions?: number[];
 }
 
 /**
@@ -126,6 +129,7 @@ export class RedisBackend implements Backend {
       notifications: true,
       transactions: false,
       partitionOwnership: false,
+      retention: false,
       cluster,
     });
     this.#waiters = new AppendWaiters(
@@ -188,11 +192,21 @@ export class RedisBackend implements Backend {
     const entries: Array<[string, string]> = Array.isArray(reply)
       ? Array.from({ length: reply.length / 2 }, (_, i) => [reply[2 * i] as string, reply[2 * i + 1] as string])
       : Object.entries(reply as Record<string, string>);
-    const out: StreamInfo[] = [];
-    for (const [name, raw] of entries) {
-      const meta = JSON.parse(raw) as StreamMeta;
-      out.push({ name, partitions: meta.partitions, createdAt: new Date(meta.createdAt) });
-    }
+    const ctx = { action: 'list streams', writes: false };
+    // Redis never trims (no `retention` capability): every low watermark is 1.
+    const out: StreamInfo[] = await Promise.all(
+      entries.map(async ([name, raw]) => {
+        const meta = JSON.parse(raw) as StreamMeta;
+        const highs = await Promise.all(
+          range(meta.partitions).map((p) => this.#command(['hget', this.#keys.partition(name, p).meta, 'hw'], { ...ctx, stream: name })),
+        );
+        const watermarks: StreamInfo['watermarks'] = {};
+        highs.forEach((h, p) => {
+          watermarks[p] = { lowWatermark: 1, highWatermark: Number(h ?? 0) };
+        });
+        return { name, partitions: meta.partitions, createdAt: new Date(meta.createdAt), retention: null, watermarks };
+      }),
+    );
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
@@ -204,17 +218,16 @@ export class RedisBackend implements Backend {
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
     const meta = await this.#stream(stream);
     const ctx = { action: `create group "${group}" on stream "${stream}"`, stream, group, writes: true };
-    if (spec.start.kind === 'after') {
-      for (const key of Object.keys(spec.start.perPartition)) {
-        if (Number(key) >= meta.partitions) throw invalidPartition(stream, key, meta.partitions);
-      }
-    }
+    const covered = partitionList(stream, meta.partitions, spec.partitions ?? null);
+    checkStart(stream, group, meta, spec.start, covered);
     const exists = await this.#command(['hexists', this.#keys.groups(stream), group], { ...ctx, writes: false });
     if (exists === 1) throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
     await Promise.all(
-      range(meta.partitions).map((p) => this.#group(INIT_GROUP, stream, group, p, startArgs(spec.start, p), ctx)),
+      covered.map((p) => this.#group(INIT_GROUP, stream, group, p, startArgs(spec.start, p), ctx)),
     );
-    const created = await this.#command(['hsetnx', this.#keys.groups(stream), group, JSON.stringify({ maxAttempts: spec.maxAttempts })], ctx);
+    const g: GroupMeta = { maxAttempts: spec.maxAttempts };
+    if (spec.partitions) g.partitions = [...spec.partitions];
+    const created = await this.#command(['hsetnx', this.#keys.groups(stream), group, JSON.stringify(g)], ctx);
     if (created === 0) throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
   }
 
@@ -361,7 +374,7 @@ export class RedisBackend implements Backend {
    */
   async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
     const { meta, g } = await this.#groupMeta(stream, group);
-    const partitions = partitionList(stream, meta.partitions, request.partitions);
+    const partitions = scopeOf(stream, group, meta, g, request.partitions);
     const rotationKey = `${stream}\u0000${group}`;
     const turn = this.#rotation.get(rotationKey) ?? 0;
     this.#rotation.set(rotationKey, turn + 1);
@@ -490,13 +503,13 @@ export class RedisBackend implements Backend {
 
   // ---- progress ----------------------------------------------------------------
 
-  async lag(stream: string, group: string): Promise<LagReport> {
-    return (await this.#info(stream, group)).lag;
+  async lag(stream: string, group: string, partitions: number[] | null = null): Promise<LagReport> {
+    return (await this.#info(stream, group, partitions)).lag;
   }
 
   async groupInfo(stream: string, group: string): Promise<GroupInfo> {
-    const { lag, g, leased, deadLetters } = await this.#info(stream, group);
-    return { stream, group, maxAttempts: g.maxAttempts, lag, inflight: leased, deadLetters };
+    const { lag, g, leased, deadLetters, perPartition } = await this.#info(stream, group);
+    return { stream, group, maxAttempts: g.maxAttempts, lag, inflight: leased, deadLetters, partitions: perPartition };
   }
 
   async storageStats(stream: string, group: string): Promise<GroupStorageStats> {
@@ -505,9 +518,23 @@ export class RedisBackend implements Backend {
   }
 
   async replay(stream: string, group: string, spec: NormalizedReplay, only: number[] | null): Promise<void> {
-    const { meta } = await this.#groupMeta(stream, group);
-    const partitions = partitionList(stream, meta.partitions, only);
+    const { meta, g } = await this.#groupMeta(stream, group);
+    const partitions = scopeOf(stream, group, meta, g, only);
     const ctx = { action: `replay group "${group}" of stream "${stream}"`, stream, group, writes: true };
+    if (spec.kind === 'query') {
+      // Every match is found before the first is reopened, so a failed scan reopens nothing.
+      const matched = await Promise.all(
+        partitions.map((p) =>
+          matchingSequences(stream, p, spec.query, (partition, from, count) =>
+            this.#command(['xrange', this.#keys.partition(stream, partition).log, from, '+', 'COUNT', count], { ...ctx, writes: false }) as Promise<unknown[]>,
+          ),
+        ),
+      );
+      await Promise.all(
+        partitions.map((p, i) => (matched[i]!.length > 0 ? this.#replayIds(stream, group, p, matched[i]!, ctx) : Promise.resolve())),
+      );
+      return;
+    }
     if (spec.kind === 'eventIds') {
       const found = await this.#locate(stream, meta.partitions, spec.eventIds, ctx);
       const missing = spec.eventIds.find((id) => !found.has(id));
@@ -519,22 +546,26 @@ export class RedisBackend implements Backend {
         if (!list) bySeq.set(partition, (list = []));
         list.push(sequence);
       }
-      await Promise.all([...bySeq].map(([p, seqs]) => this.#group(REPLAY, stream, group, p, ['ids', ...seqs], ctx)));
+      await Promise.all([...bySeq].map(([p, seqs]) => this.#replayIds(stream, group, p, seqs, ctx)));
       return;
     }
     const args = spec.kind === 'fromSequence' ? ['seq', spec.fromSequence] : ['at', spec.from.getTime()];
     await Promise.all(partitions.map((p) => this.#group(REPLAY, stream, group, p, args, ctx)));
   }
 
-  async resetGroup(stream: string, group: string, start: GroupStart): Promise<void> {
-    const { meta } = await this.#groupMeta(stream, group);
-    if (start.kind === 'after') {
-      for (const key of Object.keys(start.perPartition)) {
-        if (Number(key) >= meta.partitions) throw invalidPartition(stream, key, meta.partitions);
-      }
+  /** Reopens the settled ones of `sequences` in one partition, in chunks that keep each script's argument list bounded. */
+  async #replayIds(stream: string, group: string, partition: number, sequences: number[], ctx: FailureContext): Promise<void> {
+    for (let i = 0; i < sequences.length; i += 5_000) {
+      await this.#group(REPLAY, stream, group, partition, ['ids', ...sequences.slice(i, i + 5_000)], ctx);
     }
+  }
+
+  async resetGroup(stream: string, group: string, start: GroupStart, only: number[] | null = null): Promise<void> {
+    const { meta, g } = await this.#groupMeta(stream, group);
+    const scope = scopeOf(stream, group, meta, g, only);
+    checkStart(stream, group, meta, start, scope);
     const ctx = { action: `reset group "${group}" of stream "${stream}"`, stream, group, writes: true };
-    await Promise.all(range(meta.partitions).map((p) => this.#group(RESET_GROUP, stream, group, p, startArgs(start, p), ctx)));
+    await Promise.all(scope.map((p) => this.#group(RESET_GROUP, stream, group, p, startArgs(start, p), ctx)));
   }
 
   /**
@@ -546,15 +577,16 @@ export class RedisBackend implements Backend {
    * ordered arbitrarily, but the same way every time.
    */
   async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
-    const { meta } = await this.#groupMeta(stream, group);
+    const { meta, g } = await this.#groupMeta(stream, group);
+    const covered = coveredOf(meta, g);
     const ctx = { action: `list dead letters of group "${group}" on stream "${stream}"`, stream, group, writes: false };
     let cursorPartition = -1;
     if (after !== null) {
       cursorPartition = DEAD_LETTER_ID.test(after) ? Number(after.slice(27, 32)) : -1;
-      if (cursorPartition < 0 || cursorPartition >= meta.partitions) throw cursorNotFound(stream, group, after);
+      if (!covered.includes(cursorPartition)) throw cursorNotFound(stream, group, after);
     }
     const pages = await Promise.all(
-      range(meta.partitions).map(async (p) => {
+      covered.map(async (p) => {
         const reply = await this.#group(DEAD_LETTERS, stream, group, p, [after ?? '', limit, p === cursorPartition ? '1' : '0'], ctx);
         if (reply === 'nocursor') throw cursorNotFound(stream, group, after!);
         return (reply as Array<[string, string, string, string, string, string]>).map(([id, sequence, record, t, z, d]) => {
@@ -584,15 +616,17 @@ export class RedisBackend implements Backend {
   }
 
   async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
-    const { meta } = await this.#groupMeta(stream, group);
+    const { meta, g } = await this.#groupMeta(stream, group);
+    const covered = coveredOf(meta, g);
     const ctx = { action: `redrive dead letters of group "${group}" on stream "${stream}"`, stream, group, writes: true };
     if (eventIds === null) {
-      const counts = await Promise.all(range(meta.partitions).map((p) => this.#group(REDRIVE, stream, group, p, ['all'], ctx)));
+      const counts = await Promise.all(covered.map((p) => this.#group(REDRIVE, stream, group, p, ['all'], ctx)));
       return counts.reduce((n: number, c) => n + Number(c), 0);
     }
     const found = await this.#locate(stream, meta.partitions, eventIds, ctx);
     const byPartition = new Map<number, number[]>();
     for (const { partition, sequence } of found.values()) {
+      if (!covered.includes(partition)) continue; // the group holds no dead letter there
       let list = byPartition.get(partition);
       if (!list) byPartition.set(partition, (list = []));
       list.push(sequence);
@@ -713,10 +747,22 @@ export class RedisBackend implements Backend {
     return { meta, g };
   }
 
-  async #info(stream: string, group: string): Promise<{ lag: LagReport; g: GroupMeta; leased: number; deadLetters: number; open: number }> {
+  async #info(
+    stream: string,
+    group: string,
+    only: number[] | null = null,
+  ): Promise<{
+    lag: LagReport;
+    g: GroupMeta;
+    leased: number;
+    deadLetters: number;
+    open: number;
+    perPartition: GroupInfo['partitions'];
+  }> {
     const { meta, g } = await this.#groupMeta(stream, group);
+    const scope = scopeOf(stream, group, meta, g, only);
     const ctx = { action: `read progress of group "${group}" on stream "${stream}"`, stream, group, writes: false };
-    const rows = (await Promise.all(range(meta.partitions).map((p) => this.#group(INFO, stream, group, p, [], ctx)))) as Array<
+    const rows = (await Promise.all(scope.map((p) => this.#group(INFO, stream, group, p, [], ctx)))) as Array<
       [string, string, string, number, number, number]
     >;
     const partitions: Record<number, PartitionLag> = {};
@@ -724,17 +770,21 @@ export class RedisBackend implements Backend {
     let leased = 0;
     let deadLetters = 0;
     let open = 0;
-    rows.forEach(([f, h, oldest, l, dl, o], p) => {
+    const perPartition: GroupInfo['partitions'] = {};
+    rows.forEach(([f, h, oldest, l, dl, o], i) => {
+      const p = scope[i]!;
       const frontier = Number(f);
       const highWatermark = Number(h);
       const lag = Math.max(0, highWatermark - frontier);
       total += lag;
-      partitions[p] = { frontier, highWatermark, lag, oldestUnsettledAt: lag > 0 && oldest !== '' ? new Date(Number(oldest)) : null };
+      // Redis never trims (no `retention` capability): the first retained sequence is always 1.
+      partitions[p] = { lowWatermark: 1, frontier, highWatermark, lag, oldestUnsettledAt: lag > 0 && oldest !== '' ? new Date(Number(oldest)) : null };
+      perPartition[p] = { inflight: l, deadLetters: dl };
       leased += l;
       deadLetters += dl;
       open += o;
     });
-    return { lag: { stream, group, lag: total, partitions }, g, leased, deadLetters, open };
+    return { lag: { stream, group, lag: total, partitions }, g, leased, deadLetters, open, perPartition };
   }
 
   /** Where each id is stored: one HMGET per partition's id index. */
@@ -764,6 +814,26 @@ function partitionList(stream: string, partitions: number, only: number[] | null
   if (only === null) return range(partitions);
   for (const p of only) if (p >= partitions) throw invalidPartition(stream, p, partitions);
   return only;
+}
+
+/** The partitions group `g` covers: its own, or all of the stream's. */
+function coveredOf(meta: StreamMeta, g: GroupMeta): number[] {
+  return g.partitions ? [...g.partitions] : range(meta.partitions);
+}
+
+/** The partitions a call on a group covers: the group's, or `only` (each in the stream, else out of range, and in the group). */
+function scopeOf(stream: string, group: string, meta: StreamMeta, g: GroupMeta, only: number[] | null): number[] {
+  if (only !== null) partitionList(stream, meta.partitions, only);
+  return scopedPartitions(stream, group, coveredOf(meta, g), only);
+}
+
+/** A start map may only name partitions of the stream, and of `scope`. */
+function checkStart(stream: string, group: string, meta: StreamMeta, start: GroupStart, scope: readonly number[]): void {
+  if (start.kind !== 'after') return;
+  for (const key of Object.keys(start.perPartition)) {
+    if (Number(key) >= meta.partitions) throw invalidPartition(stream, key, meta.partitions);
+  }
+  checkStartScope(stream, group, start.perPartition, scope);
 }
 
 function startArgs(start: GroupStart, partition: number): (string | number)[] {
