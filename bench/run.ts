@@ -26,6 +26,7 @@ import { CONSUME, CONSUME_SETTINGS, consumeCase, consumeScenario, fetchLoopCase,
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
 import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
+import { REDIS, REDIS_CASES, redisScenario } from './scenarios/redis.js';
 import { RETENTION, RETENTION_CASES, retentionScenario } from './scenarios/retention.js';
 import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
 import { STREAMS, STREAMS_CASES, streamsScenario } from './scenarios/streams.js';
@@ -39,6 +40,7 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'peers', run: peersScenario },
   { id: 'latency', run: latencyScenario },
   { id: 'scaling', run: scalingScenario },
+  { id: 'redis', run: redisScenario },
   { id: 'retention', run: retentionScenario },
   { id: 'partitions', run: partitionsScenario },
 ];
@@ -52,7 +54,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
     else if (arg.startsWith('--runs=')) runs = Number(arg.slice('--runs='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,retention,partitions]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,partitions]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -198,7 +200,7 @@ const PARTITION_DERIVED = {
   oneVsGraphile: 'partition mode, 1 process ÷ graphile-worker',
 };
 
-const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, PARTITIONS];
+const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, PARTITIONS, REDIS];
 
 function ordered(rows: MetricSummary[]): MetricSummary[] {
   return [...rows].sort((a, b) => SCENARIO_ORDER.indexOf(a.scenario) - SCENARIO_ORDER.indexOf(b.scenario));
@@ -216,6 +218,8 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   };
   ratio('PostgreSQL consume ≥ 3× graphile-worker', PEERS, PEER_CASES.vsGraphile, 3);
   ratio('PostgreSQL consume ≥ 10× pg-boss', PEERS, PEER_CASES.vsPgBoss, 10);
+  ratio('Redis consume ≥ 0.5× the raw Lua-fenced XREADGROUP + XACK drain', REDIS, REDIS_CASES.consumeRatio, 0.5);
+  ratio('Redis appendBatch ≥ 0.5× raw pipelined XADD', REDIS, REDIS_CASES.appendRatio, 0.5);
   ratio('appendBatch ≥ 0.5× raw multi-row INSERT', APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 0.5);
   const p50 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p50`);
   const p99 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p99`);

@@ -13,11 +13,18 @@ export interface Example<R> {
 }
 
 /**
- * The in-memory backend by default; PostgreSQL (schema `rheo_examples`)
- * when a connection string is given.
+ * The in-memory backend by default; PostgreSQL (schema `rheo_examples`) for a
+ * `postgres://` URL, Redis (key prefix `rheo_examples`) for a `redis://` one.
  */
 export async function connect(databaseUrl: string | undefined): Promise<Rheo> {
   if (!databaseUrl) return createRheo({ defaults: { pollMs: 50 } });
+  if (/^rediss?:\/\//.test(databaseUrl)) {
+    const { redisBackend } = await import('../src/redis.js');
+    return createRheo({
+      backend: redisBackend({ url: databaseUrl }, { prefix: 'rheo_examples' }),
+      defaults: { pollMs: 50 },
+    });
+  }
   const { postgresBackend } = await import('../src/postgres.js');
   return createRheo({
     backend: postgresBackend({ connectionString: databaseUrl }, { schema: 'rheo_examples' }),

@@ -113,7 +113,7 @@ async function migratedTables(url: string, schema: string): Promise<number> {
 }
 
 /** The source behind each entry point; a new entry point without one fails the run instead of going unchecked. */
-const ENTRY_SOURCES: Record<string, string> = { '.': 'src/index.ts', './postgres': 'src/postgres.ts' };
+const ENTRY_SOURCES: Record<string, string> = { '.': 'src/index.ts', './postgres': 'src/postgres.ts', './redis': 'src/redis.ts' };
 
 function expectedRuntimeExports(manifest: PackageJson): Record<string, string[]> {
   const expected: Record<string, string[]> = {};

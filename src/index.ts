@@ -15,6 +15,9 @@ export { memoryBackend } from './backends/memory/memory-backend.js';
 export { postgresBackend } from './backends/postgres/postgres-backend.js';
 export type { PostgresBackendConfig, PostgresBackendOptions, PostgresConnection } from './backends/postgres/postgres-backend.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js';
+// ioredis (an optional peer) is loaded by the first call that needs Redis, never by this import.
+export { redisBackend, RedisBackend } from './backends/redis/redis-backend.js';
+export type { RedisBackendConfig, RedisBackendOptions, RedisClientLike, RedisConnection } from './backends/redis/redis-backend.js';
 export type * from './core/types.js';
 export type * from './core/backend.js';
 export type { PingResult } from './core/health.js';

@@ -278,6 +278,7 @@ export class Rheo {
     assertOptions('createStream options', options);
     const partitions = optionalInteger('partitions', options.partitions, 1, { min: 1, max: MAX_PARTITIONS });
     const retention = options.retention === undefined ? null : normalizeRetention(options.retention);
+    if (options.retention !== undefined) requireCapability(this.backend, 'retention', 'createStream with a retention option');
     await this.#call(() => this.backend.createStream(name, partitions, retention), this.#scope('createStream options', options), {
       action: `create stream "${name}"`,
       writes: true,
@@ -294,7 +295,8 @@ export class Rheo {
     assertName('stream', stream);
     const policy = normalizeRetention(retention);
     const scope = this.#scope('setRetention options', options);
-    await this.#call(() => this.backend.setRetention(stream, policy), scope, { action: `set retention of stream "${stream}"`, writes: true, stream });
+    const backend = this.#retention('setRetention');
+    await this.#call(() => backend.setRetention!(stream, policy), scope, { action: `set retention of stream "${stream}"`, writes: true, stream });
   }
 
   /**
@@ -308,6 +310,7 @@ export class Rheo {
     assertName('stream', stream);
     const request = normalizeTrim(options);
     const scope = this.#scope('trim options', options);
+    this.#retention('trim');
     return this.#call(() => trimInBatches(this.backend, stream, { ...request, limit: this.#trimBatchSize }), scope, {
       action: `trim stream "${stream}"`,
       writes: true,
@@ -322,7 +325,8 @@ export class Rheo {
     assertName('group', group);
     assertConfirmed(options, `deleteGroup on stream "${stream}", group "${group}" deletes the group's progress and dead letters`, { stream, group });
     const scope = this.#scope('deleteGroup options', options);
-    await this.#call(() => this.backend.deleteGroup(stream, group), scope, { action: `delete group "${group}" of stream "${stream}"`, writes: true, stream, group });
+    const backend = this.#retention('deleteGroup');
+    await this.#call(() => backend.deleteGroup!(stream, group), scope, { action: `delete group "${group}" of stream "${stream}"`, writes: true, stream, group });
   }
 
   /** Deletes a stream with its events and groups; the name can be created again. Requires `{ confirm: true }`. */
@@ -331,7 +335,8 @@ export class Rheo {
     assertName('stream', stream);
     assertConfirmed(options, `deleteStream on stream "${stream}" deletes its events and every group`, { stream });
     const scope = this.#scope('deleteStream options', options);
-    await this.#call(() => this.backend.deleteStream(stream), scope, { action: `delete stream "${stream}"`, writes: true, stream });
+    const backend = this.#retention('deleteStream');
+    await this.#call(() => backend.deleteStream!(stream), scope, { action: `delete stream "${stream}"`, writes: true, stream });
   }
 
   async listStreams(options: CallOptions = {}): Promise<StreamInfo[]> {
@@ -861,6 +866,12 @@ export class Rheo {
 
   #ownership(call: string): Backend {
     requireCapability(this.backend, 'partitionOwnership', call);
+    return this.backend;
+  }
+
+  /** Retention and deletion (issue 14) are a capability: a backend without it answers `unsupported` and is never called. */
+  #retention(call: string): Backend {
+    requireCapability(this.backend, 'retention', call);
     return this.backend;
   }
 

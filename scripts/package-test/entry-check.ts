@@ -64,6 +64,13 @@ try {
   await rheo.close();
 }
 
+// rheo/redis loads without ioredis (an optional peer this project does not
+// install); the first call that needs Redis says what is missing.
+const withoutIoredis = createRheo({ backend: entries['rheo/redis'].redisBackend({ url: 'redis://127.0.0.1:9' }) });
+const noPeer = await codeOf(() => withoutIoredis.ping());
+check(noPeer === 'unsupported', 'rheo/redis without ioredis: expected unsupported, got ' + noPeer);
+await withoutIoredis.close();
+
 // createBatchSink end to end on the memory backend.
 const memory = createRheo();
 await memory.createStream('clicks');

@@ -133,9 +133,8 @@ export interface Backend {
 
   // ---------------------------------------------------------------------------
   // Contract additions agreed for issues 11, 13 and 14 (see the types below).
-  // They are optional while their issues are built; each backend that declares
-  // the matching capability implements the whole set. The retention/deletion
-  // calls of issue 14 are required (memory and PostgreSQL implement them).
+  // They are optional; each backend that declares the matching capability
+  // (`partitionOwnership`, `transactions`, `retention`) implements the whole set.
   // ---------------------------------------------------------------------------
 
   /**
@@ -190,21 +189,27 @@ export interface Backend {
   beginTransaction?(): Promise<OwnedTransaction>;
 
   /**
-   * Retention (issue 14, docs/semantics.md "Retention"): sets or clears a
+   * Retention and deletion (issue 14, capability `retention`; docs/semantics.md
+   * "Retention"): a backend declares the capability exactly when it implements
+   * these four calls. Without it the facade refuses them, and `createStream`
+   * with a retention policy, with `unsupported`, and a backend is only ever
+   * handed `createStream(..., null)`.
+   *
+   * Sets or clears a
    * stream's policy; trimming obeys it in the background. `stream_not_found`.
    */
-  setRetention(stream: string, retention: RetentionPolicy | null): Promise<void>;
+  setRetention?(stream: string, retention: RetentionPolicy | null): Promise<void>;
   /**
    * Deletes events from the front of each partition, at most `request.limit`
    * per call so callers can loop in bounded batches. Without `force` it
    * deletes only events at or below every group's frontier. Never reuses a
    * sequence. Dead letters of deleted events go with them. `stream_not_found`.
    */
-  trim(stream: string, request: TrimRequest): Promise<TrimReport>;
+  trim?(stream: string, request: TrimRequest): Promise<TrimReport>;
   /** Deletes a group's progress, leases and dead letters. `stream_not_found`, `group_not_found`. */
-  deleteGroup(stream: string, group: string): Promise<void>;
+  deleteGroup?(stream: string, group: string): Promise<void>;
   /** Deletes a stream, its events and its groups; the name can be created again, fresh. `stream_not_found`. */
-  deleteStream(stream: string): Promise<void>;
+  deleteStream?(stream: string): Promise<void>;
 }
 
 // ----- Partition ownership -----------------------------------------------------
@@ -340,6 +345,8 @@ export interface BackendCapabilities {
   readonly transactions: boolean;
   /** Partition-ownership consumption (members, assignments, generations; DESIGN.md §7): `heartbeat` and the calls after it. */
   readonly partitionOwnership: boolean;
+  /** Retention policies, trimming and deletion (issue 14): `setRetention`, `trim`, `deleteGroup`, `deleteStream`. */
+  readonly retention: boolean;
   /** Runs across a sharded cluster of the store (e.g. Redis Cluster slots). */
   readonly cluster: boolean;
 }

@@ -34,7 +34,7 @@ export class BackgroundTrimmer {
   }
 
   start(): void {
-    if (this.#closed || this.#timer) return;
+    if (this.#closed || this.#timer || !this.#backend.capabilities.retention) return;
     this.#timer = setInterval(() => {
       void this.runOnce();
     }, this.#options.intervalMs);
@@ -58,6 +58,11 @@ export class BackgroundTrimmer {
   }
 
   async #pass(): Promise<void> {
+    // A backend without the retention capability has nothing to trim (and no trim call).
+    if (!this.#backend.capabilities.retention || !this.#backend.trim) {
+      this.passes++;
+      return;
+    }
     try {
       const streams = await this.#backend.listStreams();
       for (const info of streams) {

@@ -1,4 +1,5 @@
 import type { Backend, TrimReport, TrimRequest } from '../core/backend.js';
+import { RheoError } from '../core/errors.js';
 
 /** Events per backend `trim` call: one short transaction each on PostgreSQL. */
 export const DEFAULT_TRIM_BATCH = 10_000;
@@ -19,10 +20,12 @@ export async function trimInBatches(
   request: TrimRequest,
   maxBatches = Number.POSITIVE_INFINITY,
 ): Promise<TrimReport> {
+  const trim = backend.trim?.bind(backend);
+  if (!backend.capabilities.retention || !trim) throw new RheoError('unsupported', `trim needs the "retention" capability, which the ${backend.name} backend does not have`);
   const total = emptyTrimReport();
   const forced = new Map<string, { group: string; partition: number; unsettled: number }>();
   for (let batch = 0; batch < maxBatches; batch++) {
-    const report = await backend.trim(stream, request);
+    const report = await trim(stream, request);
     total.deleted += report.deleted;
     for (const [p, r] of Object.entries(report.partitions)) {
       const prev = total.partitions[Number(p)];

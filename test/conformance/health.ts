@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createRheo } from '../../src/rheo.js';
 import { expectCode, useFixture, type BackendFactory } from './fixture.js';
 
-const CAPABILITIES = ['durable', 'distributed', 'notifications', 'transactions', 'partitionOwnership', 'cluster'];
+const CAPABILITIES = ['durable', 'distributed', 'notifications', 'transactions', 'partitionOwnership', 'retention', 'cluster'];
 
 export function registerHealthTests(makeBackend: BackendFactory): void {
   describe('health and capabilities', () => {
@@ -43,7 +43,12 @@ export function registerHealthTests(makeBackend: BackendFactory): void {
       expect(rheo.capabilities.transactions).toBe(typeof backend.transaction === 'function' && typeof backend.beginTransaction === 'function');
       const ownershipCalls = [backend.heartbeat, backend.leaveGroup, backend.releasePartitions, backend.readOwned, backend.commit, backend.members];
       expect(rheo.capabilities.partitionOwnership).toBe(ownershipCalls.every((call) => typeof call === 'function'));
-      expect(rheo.capabilities.cluster).toBe(false);
+      const retentionCalls = [backend.setRetention, backend.trim, backend.deleteGroup, backend.deleteStream];
+      expect(rheo.capabilities.retention).toBe(retentionCalls.every((call) => typeof call === 'function'));
+      expect(retentionCalls.some((call) => typeof call === 'function')).toBe(rheo.capabilities.retention);
+      // Only the Redis backend runs on a sharded cluster (when made on Redis Cluster), and that is distributed.
+      if (backend.name !== 'redis') expect(rheo.capabilities.cluster).toBe(false);
+      if (rheo.capabilities.cluster) expect(rheo.capabilities.distributed).toBe(true);
       expect(rheo.capabilities.notifications).toBe(typeof backend.waitForAppend === 'function');
     });
 

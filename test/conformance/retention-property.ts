@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Lease } from '../../src/core/types.js';
 import { fetchAll, useFixture, type BackendFactory } from './fixture.js';
+import { expectRetentionUnsupported } from './retention.js';
 
 /** Modest, because the PostgreSQL run executes the same property. */
 const NUM_RUNS = 20;
@@ -34,6 +35,8 @@ export function registerRetentionProperty(makeBackend: BackendFactory): void {
 
     it('every event is settled once or reported removed, per group, whatever trims interleave', async () => {
       const { rheo } = fx();
+      // Without the retention capability there is nothing to trim: trims are refused as unsupported.
+      if (!rheo.capabilities.retention) return expectRetentionUnsupported(rheo);
       await fc.assert(
         fc.asyncProperty(fc.array(stepArb, { minLength: 1, maxLength: 30 }), async (steps) => {
           const stream = `ret-${runs++}`;

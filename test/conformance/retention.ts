@@ -1,13 +1,60 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it as vitestIt } from 'vitest';
 import type { Lease } from '../../src/core/types.js';
-import { createRheo } from '../../src/rheo.js';
+import { createRheo, type Rheo } from '../../src/rheo.js';
 import { appendN, consumeAll, expectCode, fetchAll, frontiers, readAll, useFixture, type BackendFactory } from './fixture.js';
 
 const MINUTE = 60_000;
 
+/**
+ * On a backend without the `retention` capability every retention and
+ * deletion call, and `createStream` with a retention option, is refused as
+ * `unsupported` (naming the capability) and writes nothing.
+ */
+export async function expectRetentionUnsupported(rheo: Rheo): Promise<void> {
+  await rheo.createStream('s');
+  await rheo.createGroup('s', 'g');
+  await appendN(rheo, 's', 3);
+  const refused = [
+    rheo.createStream('t', { retention: { maxEvents: 1 } }),
+    rheo.setRetention('s', { maxEvents: 1 }),
+    rheo.trim('s', { keep: 0, force: true }),
+    rheo.deleteGroup('s', 'g', { confirm: true }),
+    rheo.deleteStream('s', { confirm: true }),
+  ];
+  for (const call of refused) {
+    const error = await call.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: 'unsupported' });
+    expect((error as Error).message).toContain('"retention"');
+  }
+  const streams = await rheo.listStreams();
+  expect(streams.map((s) => [s.name, s.retention])).toEqual([['s', null]]);
+  expect(streams[0]!.watermarks).toEqual({ 0: { lowWatermark: 1, highWatermark: 3 } });
+  expect(await rheo.listGroups('s')).toEqual(['g']);
+  expect((await rheo.read('s')).map((e) => e.sequence)).toEqual([1, 2, 3]);
+  expect((await rheo.lag('s', 'g')).partitions[0]).toMatchObject({ lowWatermark: 1, frontier: 0, highWatermark: 3, lag: 3 });
+  // The background trimmer has nothing to do and records no error.
+  await rheo.trimmer?.runOnce();
+  expect(rheo.trimmer?.lastError ?? null).toBeNull();
+}
+
 export function registerRetentionTests(makeBackend: BackendFactory): void {
   describe('retention and trimming', () => {
     const fx = useFixture(makeBackend);
+
+    /**
+     * Each case runs in full on a backend with the `retention` capability; on
+     * one without it, the case checks that retention and deletion are refused
+     * as `unsupported` and change nothing.
+     */
+    function it(name: string, fn: () => Promise<void>): void {
+      vitestIt(name, async () => {
+        if (fx().rheo.capabilities.retention) return fn();
+        await expectRetentionUnsupported(fx().rheo);
+      });
+    }
 
     async function lowWatermarks(stream: string): Promise<number[]> {
       const info = (await fx().rheo.listStreams()).find((s) => s.name === stream)!;
@@ -16,6 +63,18 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
         .sort((a, b) => a - b)
         .map((p) => info.watermarks[p]!.lowWatermark);
     }
+
+    vitestIt('a stream without retention reports retention null and low watermark 1 on every backend', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('plain', { partitions: 2 });
+      await appendN(rheo, 'plain', 2, { partition: 1 });
+      await rheo.createGroup('plain', 'g');
+      const [info] = await rheo.listStreams();
+      expect(info).toMatchObject({ name: 'plain', retention: null, watermarks: { 0: { lowWatermark: 1, highWatermark: 0 }, 1: { lowWatermark: 1, highWatermark: 2 } } });
+      const lag = await rheo.lag('plain', 'g');
+      expect(lag.partitions[0]).toEqual({ lowWatermark: 1, frontier: 0, highWatermark: 0, lag: 0, oldestUnsettledAt: null });
+      expect(lag.partitions[1]).toEqual({ lowWatermark: 1, frontier: 0, highWatermark: 2, lag: 2, oldestUnsettledAt: expect.any(Date) });
+    });
 
     it('a new stream reports its retention and low watermark 1 everywhere', async () => {
       const { rheo } = fx();
@@ -249,7 +308,7 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
       await small.createStream('s', { partitions: 2 });
       await appendN(small, 's', 5, { partition: 0 });
       await appendN(small, 's', 4, { partition: 1 });
-      const one = await backend.trim('s', { before: null, keep: 0, force: false, limit: 3 });
+      const one = await backend.trim!('s', { before: null, keep: 0, force: false, limit: 3 });
       expect(one.deleted).toBe(3);
       const report = await small.trim('s', { keep: 0 });
       expect(report.deleted).toBe(6);
@@ -320,7 +379,7 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
       expect((await rheo.lag('s', 'g')).lag).toBe(1);
     });
 
-    it('groupInfo counts leases held and dead letters per partition, summing to the totals', async () => {
+    vitestIt('groupInfo counts leases held and dead letters per partition, summing to the totals', async () => {
       const { rheo } = fx();
       await rheo.createStream('s', { partitions: 3 });
       await rheo.createGroup('s', 'g');

@@ -2,9 +2,10 @@ import type { Backend } from '../../src/core/backend.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { makeTestBackend } from './postgres.js';
+import { makeRedisTestBackend, redisTarget } from './redis.js';
 
 export interface BackendFactory {
-  name: 'memory' | 'postgres';
+  name: 'memory' | 'postgres' | 'redis';
   /** A fresh, migrated backend; with a clock, lease expiry follows it. */
   make(clock?: ManualClock): Promise<Backend>;
 }
@@ -16,11 +17,13 @@ export interface BackendFactory {
  *     for (const factory of backendFactories) describe(factory.name, () => { ... factory.make(clock) ... });
  *
  * Postgres backends get a fresh schema each on a per-file pool; schemas are
- * dropped and backends closed after the file.
+ * dropped and backends closed after the file. Redis backends get a fresh key
+ * prefix each on a per-file client to a redis-server started on first use.
  */
 const allFactories: BackendFactory[] = [
   { name: 'memory', make: async (clock) => memoryBackend({ clock }) },
   { name: 'postgres', make: (clock) => makeTestBackend(clock) },
+  { name: 'redis', make: async (clock) => makeRedisTestBackend(await redisTarget('single'), clock) },
 ];
 
 /**

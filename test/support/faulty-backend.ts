@@ -207,17 +207,17 @@ export class FaultyBackend implements Backend {
   listStreams(): ReturnType<Backend['listStreams']> {
     return this.inner.listStreams();
   }
-  setRetention(...a: Parameters<Backend['setRetention']>): ReturnType<Backend['setRetention']> {
-    return this.inner.setRetention(...a);
+  setRetention(...a: Parameters<NonNullable<Backend['setRetention']>>): ReturnType<NonNullable<Backend['setRetention']>> {
+    return this.inner.setRetention!(...a);
   }
-  trim(...a: Parameters<Backend['trim']>): ReturnType<Backend['trim']> {
-    return this.inner.trim(...a);
+  trim(...a: Parameters<NonNullable<Backend['trim']>>): ReturnType<NonNullable<Backend['trim']>> {
+    return this.inner.trim!(...a);
   }
-  deleteGroup(...a: Parameters<Backend['deleteGroup']>): ReturnType<Backend['deleteGroup']> {
-    return this.inner.deleteGroup(...a);
+  deleteGroup(...a: Parameters<NonNullable<Backend['deleteGroup']>>): ReturnType<NonNullable<Backend['deleteGroup']>> {
+    return this.inner.deleteGroup!(...a);
   }
-  deleteStream(...a: Parameters<Backend['deleteStream']>): ReturnType<Backend['deleteStream']> {
-    return this.inner.deleteStream(...a);
+  deleteStream(...a: Parameters<NonNullable<Backend['deleteStream']>>): ReturnType<NonNullable<Backend['deleteStream']>> {
+    return this.inner.deleteStream!(...a);
   }
   createGroup(...a: Parameters<Backend['createGroup']>): ReturnType<Backend['createGroup']> {
     return this.inner.createGroup(...a);

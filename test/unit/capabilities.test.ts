@@ -10,6 +10,7 @@ const none: BackendCapabilities = {
   notifications: false,
   transactions: false,
   partitionOwnership: false,
+  retention: false,
   cluster: false,
 };
 

@@ -89,6 +89,7 @@ class MemoryBackend implements Backend {
     notifications: true,
     transactions: false,
     partitionOwnership: true,
+    retention: true,
     cluster: false,
   });
   readonly #clock: Clock;

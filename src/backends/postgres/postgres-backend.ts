@@ -117,6 +117,7 @@ export class PostgresBackend implements Backend {
     notifications: true,
     transactions: true,
     partitionOwnership: true,
+    retention: true,
     cluster: false,
   });
   readonly schema: string;

@@ -1,0 +1,222 @@
+import { Redis } from 'ioredis';
+
+import { redisBackend } from '../../src/redis.js';
+import { createRheo, type Rheo } from '../../src/index.js';
+import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwaway-redis.js';
+import type { BenchContext } from '../lib/context.js';
+import { consume, fill } from '../lib/rheo-setup.js';
+import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
+import { EVENT_TYPE, inChunks, latencyGapMs, payload } from '../lib/workload.js';
+import { drainWithConsume } from './consume.js';
+
+export const REDIS = '7 redis';
+
+export const REDIS_SETTING = { maxDemand: 500, concurrency: 50 } as const;
+const RAW_LOOPS = 4;
+const RAW_COUNT = 200;
+
+export const REDIS_CASES = {
+  rawXadd: 'raw pipelined XADD (1000 per pipeline)',
+  rawXaddCpu: 'raw pipelined XADD: Redis CPU per entry',
+  append: 'rheo redis appendBatch × 1000',
+  appendCpu: 'rheo redis appendBatch: Redis CPU per event',
+  appendRatio: 'rheo redis appendBatch ÷ raw XADD',
+  rawDrain: `raw Lua-fenced XREADGROUP + XACK drain (${RAW_LOOPS} loops × COUNT ${RAW_COUNT})`,
+  rawDrainCpu: 'raw fenced drain: Redis CPU per entry',
+  consume: `rheo redis rheo.consume (maxDemand ${REDIS_SETTING.maxDemand}, concurrency ${REDIS_SETTING.concurrency})`,
+  consumeCpu: 'rheo redis rheo.consume: Redis CPU per event',
+  consumeRatio: 'rheo redis consume ÷ raw fenced drain',
+  rawLatency: 'raw XREADGROUP BLOCK wake p50',
+  latency: 'rheo redis idle append → handler p50 (pub/sub wakeup)',
+} as const;
+
+/**
+ * Scenario 7: rheo on Redis next to a hand-written Redis Streams ceiling, on
+ * one throwaway redis-server configured as production would run it
+ * (`appendonly yes`, `appendfsync everysec`). The ceiling drains with
+ * XREADGROUP and XACK, each entry fenced by a token written and checked in
+ * Lua, which is the least a fenced lease costs on Redis. Redis CPU per event
+ * is `used_cpu_user + used_cpu_sys` from INFO over the case, divided by the
+ * events it moved. BullMQ is not in bench/package.json yet (see the report).
+ */
+export async function redisScenario(ctx: BenchContext): Promise<void> {
+  let server: ThrowawayRedis;
+  try {
+    server = await startThrowawayRedis({ settings: ['--appendonly', 'yes', '--appendfsync', 'everysec'], label: 'rheo-bench-redis' });
+  } catch (error) {
+    return ctx.skip(REDIS, `no redis-server: ${(error as Error).message}`);
+  }
+  const url = server.urls[0]!;
+  const admin = new Redis(url);
+  ctx.notes.push(`Redis: ${server.version}, appendonly yes, appendfsync everysec, one server on 127.0.0.1.`);
+  const events = ctx.size(50_000, 5_000);
+  try {
+    for (let run = 0; run < ctx.runs; run++) {
+      // Writes.
+      let cpu = await redisCpu(admin);
+      let t0 = now();
+      await rawXadd(admin, `raw-${run}`, events);
+      let elapsed = now() - t0;
+      ctx.record(REDIS, REDIS_CASES.rawXadd, 'events/s', rate(events, elapsed));
+      ctx.record(REDIS, REDIS_CASES.rawXaddCpu, 'µs', ((await redisCpu(admin)) - cpu) * 1e6 / events);
+      const rawXaddRate = rate(events, elapsed);
+
+      const rheo = createRheo({ backend: redisBackend({ url }, { prefix: `bench${run}` }) });
+      try {
+        await rheo.migrate();
+        const stream = `s${run}`;
+        await rheo.createStream(stream);
+        await rheo.createGroup(stream, 'g');
+        cpu = await redisCpu(admin);
+        t0 = now();
+        await fill(rheo, stream, events, 1000);
+        elapsed = now() - t0;
+        ctx.record(REDIS, REDIS_CASES.append, 'events/s', rate(events, elapsed));
+        ctx.record(REDIS, REDIS_CASES.appendCpu, 'µs', ((await redisCpu(admin)) - cpu) * 1e6 / events);
+        ctx.record(REDIS, REDIS_CASES.appendRatio, 'x', rate(events, elapsed) / rawXaddRate);
+
+        // Drains, interleaved.
+        cpu = await redisCpu(admin);
+        const rawDrainRate = await rawFencedDrain(url, `raw-${run}`, events);
+        ctx.record(REDIS, REDIS_CASES.rawDrain, 'events/s', rawDrainRate);
+        ctx.record(REDIS, REDIS_CASES.rawDrainCpu, 'µs', ((await redisCpu(admin)) - cpu) * 1e6 / events);
+
+        cpu = await redisCpu(admin);
+        const consumeRate = await drainWithConsume(rheo, { stream, group: 'g' }, events, REDIS_SETTING);
+        ctx.record(REDIS, REDIS_CASES.consume, 'events/s', consumeRate);
+        ctx.record(REDIS, REDIS_CASES.consumeCpu, 'µs', ((await redisCpu(admin)) - cpu) * 1e6 / events);
+        ctx.record(REDIS, REDIS_CASES.consumeRatio, 'x', consumeRate / rawDrainRate);
+
+        // Idle latency.
+        const samples = ctx.size(200, 40);
+        ctx.record(REDIS, REDIS_CASES.rawLatency, 'ms', await rawBlockLatency(url, `lat-${run}`, samples));
+        ctx.record(REDIS, REDIS_CASES.latency, 'ms', await rheoLatency(rheo, `lat-${run}`, samples));
+      } finally {
+        await rheo.close();
+      }
+      await admin.flushall();
+    }
+  } finally {
+    admin.disconnect();
+    server.stop();
+  }
+}
+
+async function redisCpu(admin: Redis): Promise<number> {
+  const info = await admin.info('cpu');
+  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
+async function rawXadd(client: Redis, key: string, events: number): Promise<void> {
+  await inChunks(events, 1000, async (start, end) => {
+    const pipe = client.pipeline();
+    for (let i = start; i < end; i++) pipe.xadd(key, '*', 't', EVENT_TYPE, 'd', JSON.stringify(payload(i)));
+    await pipe.exec();
+  });
+}
+
+/** Reads a batch and fences every entry with a fresh token, in one step. */
+const RAW_CLAIM = `
+local read = redis.call('XREADGROUP', 'GROUP', 'g', ARGV[1], 'COUNT', ARGV[2], 'STREAMS', KEYS[1], '>')
+if not read then return {} end
+local out = {}
+for i, entry in ipairs(read[1][2]) do
+  local token = ARGV[3] .. ':' .. i
+  redis.call('HSET', KEYS[2], entry[1], token)
+  out[#out + 1] = { entry[1], token }
+end
+return out
+`;
+
+/** Acks each entry whose fence still holds the caller's token. */
+const RAW_ACK = `
+local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+    redis.call('XACK', KEYS[1], 'g', ARGV[i])
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    n = n + 1
+  end
+end
+return n
+`;
+
+async function rawFencedDrain(url: string, key: string, events: number): Promise<number> {
+  const setup = new Redis(url);
+  await setup.xgroup('CREATE', key, 'g', '0');
+  setup.disconnect();
+  const fence = `${key}:fence`;
+  let acked = 0;
+  let token = 0;
+  const t0 = now();
+  await Promise.all(
+    Array.from({ length: RAW_LOOPS }, async (_, loop) => {
+      const client = new Redis(url);
+      try {
+        while (acked < events) {
+          const claimed = (await client.eval(RAW_CLAIM, 2, key, fence, `c${loop}`, RAW_COUNT, `t${token++}`)) as Array<[string, string]>;
+          if (claimed.length === 0) continue;
+          const n = (await client.eval(RAW_ACK, 2, key, fence, ...claimed.flat())) as number;
+          acked += n;
+        }
+      } finally {
+        client.disconnect();
+      }
+    }),
+  );
+  return rate(events, now() - t0);
+}
+
+async function rawBlockLatency(url: string, key: string, samples: number): Promise<number> {
+  const writer = new Redis(url);
+  const reader = new Redis(url);
+  await writer.xgroup('CREATE', key, 'g', '$', 'MKSTREAM');
+  const latencies: number[] = [];
+  let stop = false;
+  const reading = (async () => {
+    while (!stop) {
+      const got = (await reader.xreadgroup('GROUP', 'g', 'r', 'COUNT', 10, 'BLOCK', 200, 'STREAMS', key, '>')) as Array<[string, Array<[string, string[]]>]> | null;
+      if (!got) continue;
+      for (const [, entries] of got) {
+        for (const [id, fields] of entries) {
+          latencies.push(now() - Number(fields[1]));
+          await reader.xack(key, 'g', id);
+        }
+      }
+    }
+  })();
+  for (let i = 0; i < samples; i++) {
+    await writer.xadd(key, '*', 'at', String(now()));
+    await waitUntil('raw wake', () => latencies.length > i, 10_000, 1);
+    await sleep(latencyGapMs(i));
+  }
+  stop = true;
+  await reading;
+  writer.disconnect();
+  reader.disconnect();
+  return median(latencies);
+}
+
+async function rheoLatency(rheo: Rheo, stream: string, samples: number): Promise<number> {
+  await rheo.createStream(stream);
+  await rheo.createGroup(stream, 'g');
+  const latencies: number[] = [];
+  const consumer = consume<{ at: number }>(rheo, {
+    stream,
+    group: 'g',
+    concurrency: 1,
+    handler: (event) => {
+      latencies.push(now() - event.payload.at);
+    },
+  });
+  // Let the producer go idle and subscribe first.
+  await sleep(300);
+  for (let i = 0; i < samples; i++) {
+    await rheo.append(stream, { payload: { at: now() } });
+    await waitUntil('rheo wake', () => latencies.length > i, 10_000, 1);
+    await sleep(latencyGapMs(i));
+  }
+  await consumer.stop();
+  return median(latencies);
+}

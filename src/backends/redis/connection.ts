@@ -1,0 +1,134 @@
+import { createHash } from 'node:crypto';
+import { RheoError, invalidArgument } from '../../core/errors.js';
+import { classifyRedisError, isNoScript, type FailureContext } from './errors.js';
+import type { LuaScript } from './lua/scripts.js';
+
+/**
+ * The part of an ioredis `Redis` or `Cluster` that rheo uses. Declared here
+ * (not imported from ioredis) so that rheo's type declarations load without
+ * ioredis installed; both ioredis classes satisfy it.
+ */
+export interface RedisClientLike {
+  call(command: string, ...args: (string | number)[]): Promise<unknown>;
+  duplicate(): RedisClientLike;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  removeListener(event: string, listener: (...args: unknown[]) => void): unknown;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+  connect(): Promise<void>;
+  readonly status: string;
+}
+
+/** A single server by URL, a Redis Cluster by its seed nodes, or a client the application owns. */
+export type RedisConnection =
+  | { url: string; nodes?: undefined; client?: undefined }
+  | { nodes: string[]; url?: undefined; client?: undefined }
+  | { client: RedisClientLike; url?: undefined; nodes?: undefined };
+
+interface IoRedisModule {
+  Redis: new (url: string, options: Record<string, unknown>) => RedisClientLike;
+  Cluster: new (nodes: Array<{ host: string; port: number }>, options: Record<string, unknown>) => RedisClientLike;
+}
+
+/** Loaded on first use only, so importing rheo never loads ioredis (an optional peer). */
+async function loadIoRedis(): Promise<IoRedisModule> {
+  try {
+    const mod = (await import('ioredis')) as unknown as Partial<IoRedisModule> & { default?: Partial<IoRedisModule> };
+    const Redis = mod.Redis ?? mod.default?.Redis;
+    const Cluster = mod.Cluster ?? mod.default?.Cluster;
+    if (!Redis || !Cluster) throw new Error('ioredis exports neither Redis nor Cluster');
+    return { Redis, Cluster };
+  } catch (error) {
+    throw new RheoError('unsupported', 'redisBackend needs the optional peer dependency ioredis 5: npm install ioredis', { cause: error });
+  }
+}
+
+/**
+ * Options for clients rheo creates: fail fast instead of queueing while
+ * disconnected (a call gets `backend_unavailable` at once, not a hang), and
+ * never resend a command after a reconnect (a resent write could apply twice
+ * behind the caller's back; the caller gets `ambiguous` and retries with
+ * the same id or lease instead).
+ */
+const CLIENT_OPTIONS = {
+  lazyConnect: true,
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  autoResendUnfulfilledCommands: false,
+  connectionName: 'rheo',
+  retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+};
+
+function parseNode(url: string): { host: string; port: number } {
+  const u = new URL(url.includes('://') ? url : `redis://${url}`);
+  return { host: u.hostname, port: u.port === '' ? 6379 : Number(u.port) };
+}
+
+export async function createClient(connection: RedisConnection): Promise<{ client: RedisClientLike; cluster: boolean }> {
+  const io = await loadIoRedis();
+  if (connection.url !== undefined) {
+    return { client: new io.Redis(connection.url, { ...CLIENT_OPTIONS }), cluster: false };
+  }
+  const nodes = (connection.nodes ?? []).map(parseNode);
+  const client = new io.Cluster(nodes, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    clusterRetryStrategy: CLIENT_OPTIONS.retryStrategy,
+    redisOptions: { ...CLIENT_OPTIONS, lazyConnect: false },
+  });
+  return { client, cluster: true };
+}
+
+export function checkConnection(connection: unknown): RedisConnection {
+  const c = connection as Partial<Record<'url' | 'nodes' | 'client', unknown>> | null;
+  if (c === null || typeof c !== 'object') throw invalidArgument('redisBackend expects { url }, { nodes } or { client }');
+  const given = (['url', 'nodes', 'client'] as const).filter((k) => c[k] !== undefined);
+  if (given.length !== 1) throw invalidArgument(`redisBackend takes exactly one of url, nodes or client, got ${given.join(', ') || 'none'}`);
+  if (c.url !== undefined && (typeof c.url !== 'string' || !/^rediss?:\/\//.test(c.url))) {
+    throw invalidArgument('redisBackend url must be a redis:// or rediss:// URL');
+  }
+  if (c.nodes !== undefined && (!Array.isArray(c.nodes) || c.nodes.length === 0 || !c.nodes.every((n) => typeof n === 'string'))) {
+    throw invalidArgument('redisBackend nodes must be a non-empty array of redis://host:port strings');
+  }
+  if (c.client !== undefined && typeof (c.client as { call?: unknown }).call !== 'function') {
+    throw invalidArgument('redisBackend client must be an ioredis Redis or Cluster');
+  }
+  return c as RedisConnection;
+}
+
+/** Runs scripts by EVALSHA; a server that lost its script cache (restart, failover, SCRIPT FLUSH) gets the source once. */
+export class ScriptRunner {
+  readonly #shas = new Map<LuaScript, string>();
+
+  sha(script: LuaScript): string {
+    let sha = this.#shas.get(script);
+    if (sha === undefined) {
+      sha = createHash('sha1').update(script.source).digest('hex');
+      this.#shas.set(script, sha);
+    }
+    return sha;
+  }
+
+  async run(client: RedisClientLike, script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+    if (keys.length !== script.keys) throw new RheoError('internal', `script ${script.name} declares ${script.keys} keys, got ${keys.length}`);
+    try {
+      try {
+        return await client.call('evalsha', this.sha(script), keys.length, ...keys, ...args);
+      } catch (error) {
+        if (!isNoScript(error)) throw error;
+        // EVAL runs the script and caches it under the same sha on that server.
+        return await client.call('eval', script.source, keys.length, ...keys, ...args);
+      }
+    } catch (error) {
+      throw classifyRedisError(error, ctx);
+    }
+  }
+
+  async command(client: RedisClientLike, args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {
+    try {
+      return await client.call(...args);
+    } catch (error) {
+      throw classifyRedisError(error, ctx);
+    }
+  }
+}

@@ -1,0 +1,406 @@
+import { GROUP_PRELUDE } from './group-prelude.js';
+
+/**
+ * Every multi-key step of the Redis backend is one of these scripts, run with
+ * EVALSHA (script-runner.ts reloads on NOSCRIPT). Each declares every key it
+ * touches and all of them share one partition's hash tag, so a step is atomic
+ * on one server and on one Redis Cluster slot alike.
+ */
+export interface LuaScript {
+  readonly name: string;
+  readonly source: string;
+  /** Number of KEYS the script declares. */
+  readonly keys: number;
+}
+
+const group = (name: string, body: string): LuaScript => ({ name, source: GROUP_PRELUDE + body, keys: 10 });
+
+/**
+ * KEYS: log, meta, ids. ARGV[1]: pub/sub channel ('' for none); then per
+ * event: id, check ('1' when the caller gave the id), timestamp ms, size,
+ * event JSON. Allocating the sequence (HINCRBY-free: hw is read, bumped and
+ * written in the same script) and adding the entry are one step, so no crash
+ * can leave a gap. Returns per event `{sequence, 0}` or, for an id already
+ * stored in this partition, `{sequence, 1, t, z, d}`.
+ */
+export const APPEND: LuaScript = {
+  name: 'append',
+  keys: 3,
+  source: `
+local KLOG, KMETA, KIDS = KEYS[1], KEYS[2], KEYS[3]
+local function fmt(n) return string.format('%d', n) end
+local h = tonumber(redis.call('HGET', KMETA, 'hw') or '0')
+local last = redis.call('HGET', KMETA, 'last')
+if last then last = tonumber(last) end
+local mono = redis.call('HGET', KMETA, 'mono') ~= '0'
+local out = {}
+local added = 0
+for i = 2, #ARGV, 5 do
+  local id = ARGV[i]
+  local existing = false
+  if ARGV[i + 1] == '1' then existing = redis.call('HGET', KIDS, id) end
+  if existing then
+    local e = redis.call('XRANGE', KLOG, existing .. '-0', existing .. '-0')[1][2]
+    out[#out + 1] = { existing, 1, e[2], e[4], e[6] }
+  else
+    h = h + 1
+    local ts = tonumber(ARGV[i + 2])
+    if last and ts < last then mono = false end
+    last = ts
+    redis.call('XADD', KLOG, fmt(h) .. '-0', 't', ARGV[i + 2], 'z', ARGV[i + 3], 'd', ARGV[i + 4])
+    redis.call('HSET', KIDS, id, fmt(h))
+    out[#out + 1] = { fmt(h), 0 }
+    added = added + 1
+  end
+end
+if added > 0 then
+  local m = '1'
+  if not mono then m = '0' end
+  redis.call('HSET', KMETA, 'hw', fmt(h), 'last', fmt(last), 'mono', m)
+  if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], '') end
+end
+return out
+`,
+};
+
+/**
+ * Sets a group's start in one partition unless it already has state there.
+ * ARGV[3]: 'after' or 'at'; ARGV[4]: the sequence or the time in ms.
+ */
+export const INIT_GROUP = group(
+  'init-group',
+  `
+if cursor() then return 0 end
+redis.call('HSET', KST, 'cursor', fmt(start_cursor(ARGV[3], ARGV[4])), 'leased', 0)
+return 1
+`,
+);
+
+/** Drops the group's delivery state and dead letters in the partition; the cursor restarts (ARGV as INIT_GROUP). */
+export const RESET_GROUP = group(
+  'reset-group',
+  `
+local err = require_group() if err then return err end
+redis.call('DEL', KD, KO, KT, KR, KH, KDL, KDLO)
+redis.call('HSET', KST, 'cursor', fmt(start_cursor(ARGV[3], ARGV[4])), 'leased', 0)
+return 1
+`,
+);
+
+/**
+ * Fetch, first step: without claiming, the sizes of the partition's next
+ * claimable deliveries in claim order (spent ones skipped), until `limit`
+ * (ARGV[4]) of them or until their sizes pass `maxBytes` (ARGV[5]).
+ * ARGV[3] is maxAttempts. Returns `{sizes, more}`.
+ */
+export const PEEK = group(
+  'peek',
+  `
+local err = require_group() if err then return err end
+local maxAttempts, limit, maxBytes = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+promote()
+local h = high()
+local c = advance()
+local ready, ri = {}, 0
+local function next_ready()
+  ri = ri + 1
+  if ri > #ready then
+    local from = '-inf'
+    if #ready > 0 then from = '(' .. ready[#ready] end
+    ready = redis.call('ZRANGEBYSCORE', KR, from, '+inf', 'LIMIT', 0, 256)
+    ri = 1
+  end
+  if ready[ri] then return tonumber(ready[ri]) end
+  return nil
+end
+local function next_new(from)
+  for s = from, h do
+    if redis.call('HEXISTS', KD, fmt(s)) == 0 and redis.call('ZSCORE', KH, fmt(s)) == false then return s end
+  end
+  return nil
+end
+local sizes, bytes, more = {}, 0, 0
+local nr, nn = next_ready(), next_new(c + 1)
+while true do
+  local s, fromReady
+  if nr and (not nn or nr < nn) then s, fromReady = nr, true else s, fromReady = nn, false end
+  if not s then break end
+  if #sizes >= limit then more = 1 break end
+  local usable = true
+  if fromReady then
+    if dget(s).a + 1 > maxAttempts then usable = false end
+    nr = next_ready()
+  else
+    nn = next_new(s + 1)
+  end
+  if usable then
+    local z = tonumber(entry(s)[4])
+    sizes[#sizes + 1] = z
+    bytes = bytes + z
+    if bytes > maxBytes then more = 1 break end
+  end
+end
+return { sizes, more }
+`,
+);
+
+/**
+ * Fetch, second step: claims up to `n` (ARGV[4]) deliveries lowest sequence
+ * first while their sizes stay within `cap` (ARGV[5]; the first claim always
+ * when ARGV[6] is '1'), dead-letters the spent deliveries it passes on the
+ * way, and with ARGV[7] = '1' takes one more turn that only dead-letters
+ * spent deliveries (the round-robin walk reached this partition again and
+ * found nothing to claim). ARGV[3] maxAttempts, ARGV[8] leaseMs,
+ * ARGV[9] consumer id, ARGV[10] dead-letter order, ARGV[11..] one fresh
+ * lease id per claim.
+ * Returns `{now, {sequence, attempt, t, z, d}...}`.
+ */
+export const CLAIM = group(
+  'claim',
+  `
+local err = require_group() if err then return err end
+local maxAttempts, n, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local force, extra, leaseMs, consumer = ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9]
+promote()
+local h = high()
+local out = {}
+local claimed, bytes, leased = 0, 0, 0
+local expires = NOW + leaseMs
+-- Fast path for never-offered sequences: with nothing held and nothing open
+-- above the cursor, the next new sequence is always cursor + 1, so the cursor
+-- is kept here and written once, and each claim is one HSET and two ZADDs.
+local top = redis.call('ZRANGE', KO, -1, -1)[1]
+local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= cursor())
+local c = cursor()
+while true do
+  local s, d
+  if simple then
+    local r = redis.call('ZRANGE', KR, 0, 0)[1]
+    if r and tonumber(r) < c + 1 then
+      s = tonumber(r)
+      d = dget(s)
+    elseif c + 1 <= h then
+      s = c + 1
+    end
+  else
+    s, d = next_claimable(h)
+  end
+  if not s then break end
+  if d and d.a + 1 > maxAttempts then
+    if claimed < n or extra then
+      close(s, d)
+      dead(s, d.a, 'smax attempts exceeded', ARGV[10])
+    else
+      break
+    end
+  else
+    if claimed >= n then break end
+    local e = entry(s)
+    local z = tonumber(e[4])
+    if bytes + z > cap and not (force and claimed == 0) then break end
+    bytes = bytes + z
+    claimed = claimed + 1
+    local lid = ARGV[10 + claimed]
+    local attempt
+    if d then
+      d = take(s, d)
+      lease(s, d, lid, consumer, expires)
+      attempt = d.a
+    elseif simple then
+      c = s
+      attempt = 1
+      redis.call('HSET', KD, fmt(s), 'L|1|' .. fmt(NOW) .. '|' .. fmt(expires) .. '|' .. lid .. '|' .. consumer)
+      redis.call('ZADD', KO, fmt(s), fmt(s))
+      redis.call('ZADD', KT, fmt(expires), fmt(s))
+      leased = leased + 1
+    else
+      d = take(s, nil)
+      lease(s, d, lid, consumer, expires)
+      attempt = d.a
+    end
+    out[#out + 1] = { fmt(s), attempt, e[2], e[4], e[6] }
+  end
+end
+if simple and c ~= cursor() then redis.call('HSET', KST, 'cursor', fmt(c)) end
+if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
+return { fmt(NOW), out }
+`,
+);
+
+/** ARGV[3] leaseMs; then pairs of sequence, lease id. Returns `{now, {1|0...}}`: 0 is a stale lease. */
+export const RENEW = group(
+  'renew',
+  `
+local leaseMs = tonumber(ARGV[3])
+local out = {}
+for i = 4, #ARGV, 2 do
+  local s = tonumber(ARGV[i])
+  local d = dget(s)
+  if d and d.s == 'L' and d.lid == ARGV[i + 1] then
+    d.va = NOW + leaseMs
+    dput(s, d)
+    redis.call('ZREM', KR, fmt(s))
+    redis.call('ZADD', KT, fmt(d.va), fmt(s))
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return { fmt(NOW), out }
+`,
+);
+
+/**
+ * ARGV[3] maxAttempts; then per op: kind, sequence, lease id, reason
+ * (`n` or `s<text>`), delayMs, dead-letter order. Each op is fenced by its lease id; returns
+ * 1 (applied) or 0 (stale, nothing changed) per op.
+ */
+export const SETTLE = group(
+  'settle',
+  `
+local maxAttempts = tonumber(ARGV[3])
+local out = {}
+-- Acks are applied together after the loop (one HDEL and three ZREMs for the
+-- batch); until then \`gone\` makes a repeated op in the batch see them settled.
+local gone, acked, leasedAcked = {}, {}, 0
+for i = 4, #ARGV, 6 do
+  local kind, s, lid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local d = nil
+  if not gone[s] then d = dget(s) end
+  if not d or d.s ~= 'L' or d.lid ~= lid then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = 1
+    if kind == 'ack' then
+      gone[s] = true
+      acked[#acked + 1] = fmt(s)
+      leasedAcked = leasedAcked + 1
+    elseif kind == 'nack' then
+      if d.a >= maxAttempts then
+        close(s, d)
+        dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
+      else
+        pending(s, d, NOW + tonumber(ARGV[i + 4]))
+      end
+    elseif kind == 'reject' then
+      close(s, d)
+      dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
+    else
+      d.a = d.a - 1
+      pending(s, d, NOW)
+    end
+  end
+end
+for i = 1, #acked, 1000 do
+  local chunk = { unpack(acked, i, math.min(i + 999, #acked)) }
+  redis.call('HDEL', KD, unpack(chunk))
+  redis.call('ZREM', KO, unpack(chunk))
+  redis.call('ZREM', KT, unpack(chunk))
+  redis.call('ZREM', KR, unpack(chunk))
+end
+if leasedAcked > 0 then redis.call('HINCRBY', KST, 'leased', -leasedAcked) end
+return out
+`,
+);
+
+/**
+ * Read-only figures of the group in the partition: `{frontier, high
+ * watermark, timestamp of frontier + 1 or '', leased, dead letters, open}`.
+ */
+export const INFO = group(
+  'info',
+  `
+local err = require_group() if err then return err end
+local f, h = frontier(), high()
+local oldest = ''
+if h > f then oldest = entry(f + 1)[2] end
+return { fmt(f), fmt(h), oldest, tonumber(redis.call('HGET', KST, 'leased') or '0'), redis.call('HLEN', KDL), redis.call('ZCARD', KO) }
+`,
+);
+
+/**
+ * Replay in the partition. ARGV[3]: 'seq' (ARGV[4] from sequence), 'at'
+ * (ARGV[4] time in ms, resolved here) or 'ids' (ARGV[4..] sequences).
+ */
+export const REPLAY = group(
+  'replay',
+  `
+local err = require_group() if err then return err end
+local mode = ARGV[3]
+if mode == 'ids' then
+  for i = 4, #ARGV do
+    local s = tonumber(ARGV[i])
+    if is_settled(s) then
+      undead(s)
+      reopen(s)
+    end
+  end
+  return 1
+end
+local from
+if mode == 'at' then from = first_at(tonumber(ARGV[4])) else from = tonumber(ARGV[4]) end
+if not from then return 0 end
+local c = cursor()
+if from - 1 < c then redis.call('HSET', KST, 'cursor', fmt(from - 1)) end
+redis.call('ZREMRANGEBYSCORE', KH, fmt(from), '+inf')
+local open = redis.call('ZRANGEBYSCORE', KO, fmt(from), '+inf')
+for i = 1, #open do redis.call('ZADD', KH, open[i], open[i]) end
+advance()
+local dl = redis.call('HGETALL', KDL)
+for i = 1, #dl, 2 do
+  if tonumber(dl[i]) >= from then undead(tonumber(dl[i])) end
+end
+return 1
+`,
+);
+
+/** Reopens dead letters with attempts reset: ARGV[3] 'all', or 'seqs' and ARGV[4..]. Returns how many. */
+export const REDRIVE = group(
+  'redrive',
+  `
+local err = require_group() if err then return err end
+local seqs = {}
+if ARGV[3] == 'all' then
+  local dl = redis.call('HKEYS', KDL)
+  for i = 1, #dl do seqs[#seqs + 1] = tonumber(dl[i]) end
+else
+  for i = 4, #ARGV do
+    if redis.call('HEXISTS', KDL, ARGV[i]) == 1 then seqs[#seqs + 1] = tonumber(ARGV[i]) end
+  end
+end
+for i = 1, #seqs do
+  undead(seqs[i])
+  reopen(seqs[i])
+end
+return #seqs
+`,
+);
+
+/**
+ * A page of the partition's dead letters with id after ARGV[3] ('' for the
+ * start), at most ARGV[4]. With ARGV[5] = '1' the cursor must name a current
+ * dead letter here, else the reply is the string 'nocursor'. Returns
+ * `{{id, sequence, record, t, z, d}...}`.
+ */
+export const DEAD_LETTERS = group(
+  'dead-letters',
+  `
+local err = require_group() if err then return err end
+local after, limit = ARGV[3], tonumber(ARGV[4])
+if ARGV[5] == '1' then
+  if #redis.call('ZRANGEBYLEX', KDLO, '[' .. after .. ':', '(' .. after .. ';', 'LIMIT', 0, 1) == 0 then return 'nocursor' end
+end
+local from = '-'
+if after ~= '' then from = '(' .. after .. ';' end
+local members = redis.call('ZRANGEBYLEX', KDLO, from, '+', 'LIMIT', 0, limit)
+local out = {}
+for i = 1, #members do
+  local id, s = string.match(members[i], '^(%d+):(%d+)$')
+  local e = entry(tonumber(s))
+  out[#out + 1] = { id, s, redis.call('HGET', KDL, s), e[2], e[4], e[6] }
+end
+return out
+`,
+);
+
+export const SCRIPTS: readonly LuaScript[] = [APPEND, INIT_GROUP, RESET_GROUP, PEEK, CLAIM, RENEW, SETTLE, INFO, REPLAY, REDRIVE, DEAD_LETTERS];

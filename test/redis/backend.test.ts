@@ -1,0 +1,153 @@
+import { describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { RheoError } from '../../src/core/errors.js';
+import { redisBackend } from '../../src/backends/redis/redis-backend.js';
+import { createRheo } from '../../src/rheo.js';
+import { ownRedisBackend, uniquePrefix, useRedis } from '../support/redis.js';
+
+const redis = useRedis('single');
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+    return 'no error';
+  } catch (error) {
+    return error instanceof RheoError ? error.code : `not a RheoError: ${String(error)}`;
+  }
+}
+
+describe('redis backend: connections', () => {
+  it('never closes a borrowed client', async () => {
+    const client = new Redis(redis().urls[0]!, { lazyConnect: true });
+    await client.connect();
+    try {
+      const rheo = createRheo({ backend: redisBackend({ client }, { prefix: uniquePrefix() }) });
+      await rheo.migrate();
+      await rheo.createStream('s');
+      await rheo.close();
+      expect(client.status).toBe('ready');
+      expect(await client.ping()).toBe('PONG');
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('closes the client it created, and refuses calls afterwards with closed', async () => {
+    const backend = ownRedisBackend(redis());
+    const rheo = createRheo({ backend });
+    await rheo.migrate();
+    const before = Number(/connected_clients:(\d+)/.exec(await redis().client.info('clients'))![1]);
+    await rheo.close();
+    const after = Number(/connected_clients:(\d+)/.exec(await redis().client.info('clients'))![1]);
+    expect(after).toBe(before - 1);
+    expect(await codeOf(rheo.listStreams())).toBe('closed');
+  });
+
+  it('an unreachable server is backend_unavailable at once, not a hang, and the process lives on', async () => {
+    const backend = redisBackend({ url: 'redis://127.0.0.1:9' }, { prefix: uniquePrefix() });
+    const rheo = createRheo({ backend });
+    const started = Date.now();
+    expect(await codeOf(rheo.migrate())).toBe('backend_unavailable');
+    expect(await codeOf(rheo.append('s', { payload: 1 }))).toBe('backend_unavailable');
+    // Bounded by the connect attempt, not by a retry loop.
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await rheo.close();
+  });
+
+  it('validates its configuration with invalid_argument', () => {
+    const bad = [
+      () => redisBackend({} as never),
+      () => redisBackend({ url: 'http://x' }),
+      () => redisBackend({ nodes: [] }),
+      () => redisBackend({ url: 'redis://x', client: {} } as never),
+      () => redisBackend({ url: 'redis://x' }, { prefix: 'a{b}' }),
+      () => redisBackend({ url: 'redis://x' }, { prefix: '' }),
+    ];
+    for (const make of bad) {
+      expect(make).toThrow(RheoError);
+      try {
+        make();
+      } catch (error) {
+        expect((error as RheoError).code).toBe('invalid_argument');
+      }
+    }
+  });
+});
+
+describe('redis backend: scripts, time and wakeups', () => {
+  it('reloads its scripts after SCRIPT FLUSH (NOSCRIPT), without the caller noticing', async () => {
+    const backend = ownRedisBackend(redis());
+    const rheo = createRheo({ backend });
+    await rheo.migrate();
+    await rheo.createStream('s', { partitions: 2 });
+    await rheo.createGroup('s', 'g');
+    await rheo.append('s', { payload: 1 });
+    await redis().client.call('script', 'flush');
+    await rheo.append('s', { payload: 2, partition: 1 });
+    const leases = await rheo.fetch('s', 'g', { limit: 10 });
+    expect(leases).toHaveLength(2);
+    await redis().client.call('script', 'flush');
+    expect((await rheo.ackMany(leases)).every((r) => r.ok)).toBe(true);
+    expect((await rheo.lag('s', 'g')).lag).toBe(0);
+    await rheo.close();
+  });
+
+  it('without an injected clock, leases run on the Redis server clock (TIME)', async () => {
+    const backend = ownRedisBackend(redis());
+    const rheo = createRheo({ backend });
+    await rheo.migrate();
+    await rheo.createStream('s');
+    await rheo.createGroup('s', 'g');
+    await rheo.append('s', { payload: 1 });
+    const [seconds, micros] = (await redis().client.time()) as [number, number];
+    const serverNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const [lease] = await rheo.fetch('s', 'g', { leaseMs: 60_000 });
+    expect(Math.abs(lease!.leasedAt.getTime() - serverNow)).toBeLessThan(5_000);
+    expect(lease!.expiresAt.getTime() - lease!.leasedAt.getTime()).toBe(60_000);
+    await rheo.close();
+  });
+
+  it('an append through one backend wakes waitForAppend on another (pub/sub, as between processes)', async () => {
+    const prefix = uniquePrefix();
+    const writer = createRheo({ backend: redisBackend({ url: redis().urls[0]! }, { prefix }) });
+    const reader = redisBackend({ url: redis().urls[0]! }, { prefix });
+    try {
+      await writer.migrate();
+      await writer.createStream('s');
+      expect(reader.capabilities.notifications).toBe(true);
+      // The first wait opens the subscription; wait until it is up.
+      const first = reader.waitForAppend('s', 50);
+      await first;
+      const deadline = Date.now() + 10_000;
+      while (!reader.listening && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+      expect(reader.listening).toBe(true);
+      const woken = reader.waitForAppend('s', 30_000);
+      await writer.append('s', { payload: 1 });
+      expect(await woken).toBe(true);
+      // Another stream's append does not wake it.
+      await writer.createStream('other');
+      const quiet = reader.waitForAppend('s', 200);
+      await writer.append('other', { payload: 1 });
+      expect(await quiet).toBe(false);
+    } finally {
+      await writer.close();
+      await reader.close();
+    }
+  });
+});
+
+describe('redis backend: time lookups', () => {
+  it('notices timestamps going backwards before 1970 too, so startAt scans instead of binary-searching', async () => {
+    const backend = ownRedisBackend(redis());
+    const rheo = createRheo({ backend });
+    await rheo.migrate();
+    await rheo.createStream('s');
+    await rheo.append('s', { payload: 1, timestamp: new Date(-2000) });
+    await rheo.append('s', { payload: 2, timestamp: new Date(-3000) });
+    // The first event at or after -2500 is sequence 1; a binary search over
+    // these out-of-order timestamps would find none.
+    await rheo.createGroup('s', 'g', { startAt: new Date(-2500) });
+    expect((await rheo.fetch('s', 'g', { limit: 10 })).map((l) => l.event.sequence)).toEqual([1, 2]);
+    await rheo.close();
+  });
+});
