@@ -44,6 +44,7 @@ export class RheoTransaction {
   readonly #owner: TransactionOwner;
   readonly #scope: TransactionScope;
 
+  /** @internal Made by `rheo.transaction(client)`. */
   constructor(owner: TransactionOwner, scope: TransactionScope) {
     this.#owner = owner;
     this.#scope = scope;

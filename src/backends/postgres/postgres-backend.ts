@@ -24,6 +24,7 @@ import type {
   TrimReport,
   TrimRequest,
   TransactionClient,
+  TransactionScope,
 } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
@@ -548,7 +549,7 @@ export class PostgresBackend implements Backend {
    * checked-out `pg.PoolClient`) on which the application ran BEGIN. See
    * transaction.ts for what the locks taken there mean for other callers.
    */
-  transaction(client: TransactionClient): PostgresTransactionScope {
+  transaction(client: TransactionClient): TransactionScope {
     if (client === null || typeof client !== 'object' || typeof (client as { query?: unknown }).query !== 'function') {
       throw invalidArgument('transaction expects a pg client (pg.Client or a checked-out pg.PoolClient) with a transaction begun on it');
     }
