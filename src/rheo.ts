@@ -85,6 +85,7 @@ import { DEFAULT_TRIM_BATCH, trimInBatches } from './retention/trim-batches.js';
 import { PartitionConsumer } from './consumer/partition-consumer.js';
 import type { PartitionConsumeOptions } from './consumer/partition-options.js';
 import { trackGroupReader } from './observability/same-group-warning.js';
+import { observePartitionConsumer } from './observability/partition-diagnostics.js';
 
 export interface RheoDefaults {
   leaseMs: number;
@@ -520,7 +521,7 @@ export class Rheo {
     const producer = new RheoProducer<T>(this, options);
     const end = (): Promise<void> => endProducer(producer);
     this.#attached.add(end);
-    const untrack = trackGroupReader(this.backend, producer.stream, producer.group, 'producer');
+    const untrack = trackGroupReader(this.backend, producer.stream, producer.group, 'producer', this.logger);
     producer.once('close', () => {
       this.#attached.delete(end);
       untrack();
@@ -554,15 +555,20 @@ export class Rheo {
         throw new RheoError('unsupported', "consume({ assignment: 'partitions', transaction: true }) is not supported yet: partition mode commits offsets outside the handler's transaction");
       }
       const consumer = new PartitionConsumer<T>(this, options as PartitionConsumeOptions<T>);
+      // Before its first heartbeat (a timer away), so the join is seen.
+      const unobserve = observePartitionConsumer(consumer, this.logger, this.#telemetry);
       const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
       this.#attached.add(end);
-      void consumer.done.then(() => this.#attached.delete(end));
+      void consumer.done.then(() => {
+        this.#attached.delete(end);
+        unobserve();
+      });
       return consumer;
     }
     const consumer = createConsumer<T>(this, options as ConsumeOptions<T>);
     const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
     this.#attached.add(end);
-    const untrack = trackGroupReader(this.backend, consumer.stream, consumer.group, 'consumer');
+    const untrack = trackGroupReader(this.backend, consumer.stream, consumer.group, 'consumer', this.logger);
     const ended = (): void => {
       this.#attached.delete(end);
       untrack();

@@ -1,5 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { Backend } from '../core/backend.js';
+import { log, silentLogger, type Logger } from '../core/logger.js';
 
 /** The `node:diagnostics_channel` rheo publishes its warnings on. */
 export const WARNING_CHANNEL = 'rheo:warning';
@@ -21,6 +22,8 @@ export type GroupRole = 'consumer' | 'producer';
 interface Readers {
   consumer: number;
   producer: number;
+  /** The loggers of the rheo instances whose readers count here: each gets the warning once. */
+  loggers: Set<Logger>;
 }
 
 /**
@@ -57,16 +60,19 @@ function storeKey(backend: Backend): string {
  * Records a reader of the group; returns the function that removes it.
  * When a consumer and a producer of the same group are both live, publishes
  * one warning per group and process on `rheo:warning`, and, only when nobody
- * subscribed there, hands it to `process.emitWarning`.
+ * subscribed there, hands it to `process.emitWarning`; either way it also
+ * goes, at warn level, to the logger of every rheo instance with a reader
+ * of the group (`logger`: the one of the instance registering this reader).
  */
-export function trackGroupReader(backend: Backend, stream: string, group: string, role: GroupRole): () => void {
+export function trackGroupReader(backend: Backend, stream: string, group: string, role: GroupRole, logger: Logger = silentLogger): () => void {
   const key = `${storeKey(backend)}\u0000${stream}\u0000${group}`;
   let counts = readers.get(key);
   if (!counts) {
-    counts = { consumer: 0, producer: 0 };
+    counts = { consumer: 0, producer: 0, loggers: new Set() };
     readers.set(key, counts);
   }
   counts[role]++;
+  if (logger !== silentLogger) counts.loggers.add(logger);
   if (counts.consumer > 0 && counts.producer > 0 && !warned.has(key)) {
     warned.add(key);
     warn({
@@ -77,7 +83,7 @@ export function trackGroupReader(backend: Backend, stream: string, group: string
         'Use one of the two per group, or give each its own group.',
       stream,
       group,
-    });
+    }, counts.loggers);
   }
   let removed = false;
   return () => {
@@ -90,7 +96,8 @@ export function trackGroupReader(backend: Backend, stream: string, group: string
   };
 }
 
-function warn(warning: RheoWarning): void {
+function warn(warning: RheoWarning, loggers: Iterable<Logger>): void {
+  for (const logger of loggers) log(logger, 'warn', { code: warning.code, stream: warning.stream, group: warning.group }, `rheo: ${warning.message}`);
   if (channel.hasSubscribers) {
     channel.publish(warning);
     return;

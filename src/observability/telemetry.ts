@@ -16,6 +16,13 @@ export interface HeldLeases {
   readonly inflightCount: number;
 }
 
+/** A partition consumer counted in `rheo.consumer.partitions.owned`. */
+export interface OwnedPartitions {
+  readonly stream: string;
+  readonly group: string;
+  readonly ownedCount: number;
+}
+
 /** What the process and settle spans of one lease need from the sink that runs it. */
 export interface ProcessScope {
   /** Runs the handler with the process span as the active context. */
@@ -53,9 +60,14 @@ export class RheoTelemetry {
   readonly #lagGauge: OtelApi.ObservableGauge;
   readonly #ageGauge: OtelApi.ObservableGauge;
   readonly #heldGauge: OtelApi.ObservableUpDownCounter;
+  readonly #ownedGauge: OtelApi.ObservableUpDownCounter;
+  readonly #rebalances: OtelApi.Counter;
   readonly #observe: OtelApi.BatchObservableCallback;
   readonly #meter: OtelApi.Meter;
   readonly #holders = new Set<HeldLeases>();
+  readonly #owners = new Set<OwnedPartitions>();
+  /** The groups whose owned count was last observed: one that lost its last consumer is observed at 0 once more. */
+  #ownedGroups = new Map<string, { stream: string; group: string }>();
   readonly #lag: (stream: string, group: string) => Promise<LagReport>;
 
   constructor(api: Api, clock: Clock, lag: (stream: string, group: string) => Promise<LagReport>) {
@@ -94,8 +106,20 @@ export class RheoTelemetry {
       unit: '{lease}',
       description: 'Unsettled leases held by producers and consumers of this process',
     });
+    this.#ownedGauge = meter.createObservableUpDownCounter('rheo.consumer.partitions.owned', {
+      unit: '{partition}',
+      description: "Partitions owned by this process's partition-mode consumers (those being handed over included)",
+    });
+    this.#rebalances = meter.createCounter('rheo.consumer.rebalances', {
+      unit: '{rebalance}',
+      description: "Changes of a partition-mode consumer's share: partitions assigned, revoked or lost",
+    });
     this.#observe = (result) => this.#collect(result);
-    meter.addBatchObservableCallback(this.#observe, [this.#lagGauge, this.#ageGauge, this.#heldGauge]);
+    meter.addBatchObservableCallback(this.#observe, this.#observed());
+  }
+
+  #observed(): OtelApi.Observable[] {
+    return [this.#lagGauge, this.#ageGauge, this.#heldGauge, this.#ownedGauge];
   }
 
   /** Counts a producer's held leases (and observes its group's lag) until the returned function is called. */
@@ -104,9 +128,21 @@ export class RheoTelemetry {
     return () => void this.#holders.delete(holder);
   }
 
+  /** Counts a partition consumer's owned partitions until the returned function is called. */
+  trackOwner(owner: OwnedPartitions): () => void {
+    this.#owners.add(owner);
+    return () => void this.#owners.delete(owner);
+  }
+
+  /** A partition consumer's share changed (one `rebalance` event). */
+  rebalanced(stream: string, group: string): void {
+    this.#rebalances.add(1, { 'messaging.system': SYSTEM, 'messaging.destination.name': stream, 'messaging.consumer.group.name': group });
+  }
+
   close(): void {
     this.#holders.clear();
-    this.#meter.removeBatchObservableCallback(this.#observe, [this.#lagGauge, this.#ageGauge, this.#heldGauge]);
+    this.#owners.clear();
+    this.#meter.removeBatchObservableCallback(this.#observe, this.#observed());
   }
 
   /**
@@ -332,6 +368,24 @@ export class RheoTelemetry {
       const entry = groups.get(key) ?? { stream: holder.stream, group: holder.group, held: 0 };
       entry.held += holder.inflightCount;
       groups.set(key, entry);
+    }
+    const owned = new Map<string, { stream: string; group: string; n: number }>();
+    for (const owner of this.#owners) {
+      const key = JSON.stringify([owner.stream, owner.group]);
+      const entry = owned.get(key) ?? { stream: owner.stream, group: owner.group, n: 0 };
+      entry.n += owner.ownedCount;
+      owned.set(key, entry);
+    }
+    // The SDK keeps reporting a series' last value after its callback stops
+    // observing it, so a group whose consumers all stopped ends at 0, not at
+    // what it owned before.
+    for (const [key, { stream, group }] of this.#ownedGroups) {
+      if (!owned.has(key)) owned.set(key, { stream, group, n: 0 });
+    }
+    this.#ownedGroups = new Map();
+    for (const [key, { stream, group, n }] of owned) {
+      result.observe(this.#ownedGauge, n, { 'messaging.system': SYSTEM, 'messaging.destination.name': stream, 'messaging.consumer.group.name': group });
+      if (n > 0) this.#ownedGroups.set(key, { stream, group });
     }
     const now = this.#clock.now();
     await Promise.all(

@@ -2,6 +2,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { ManualClock } from '../../src/core/clock.js';
+import type { LogFields, Logger } from '../../src/core/logger.js';
 import { WARNING_CHANNEL, type RheoWarning } from '../../src/observability/same-group-warning.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 
@@ -14,9 +15,9 @@ afterEach(async () => {
   for (const rheo of made.splice(0)) await rheo.close();
 });
 
-async function rheoWith(stream: string, groups: string[] = ['g']): Promise<Rheo> {
+async function rheoWith(stream: string, groups: string[] = ['g'], logger?: Logger): Promise<Rheo> {
   const clock = new ManualClock();
-  const rheo = createRheo({ backend: memoryBackend({ clock }), clock });
+  const rheo = createRheo({ backend: memoryBackend({ clock }), clock, logger });
   made.push(rheo);
   await rheo.createStream(stream);
   for (const group of groups) await rheo.createGroup(stream, group);
@@ -37,6 +38,13 @@ async function warningsDuring(fn: () => Promise<void> | void): Promise<RheoWarni
 }
 
 const handler = (): void => {};
+
+/** A pino-shaped logger that keeps its warns. */
+function warnLogger(): Logger & { warns: Array<{ fields: LogFields; message: string }> } {
+  const warns: Array<{ fields: LogFields; message: string }> = [];
+  const other = (): void => {};
+  return { warns, debug: other, info: other, error: other, warn: (fields, message) => void warns.push({ fields, message }) };
+}
 
 describe('consumer and producer of one group in one process', () => {
   it('warns once on rheo:warning when both run, naming the stream and group', async () => {
@@ -95,5 +103,30 @@ describe('consumer and producer of one group in one process', () => {
     rheo.producer({ stream: 'warn-d', group: 'g' });
     const warning = await warned;
     expect(warning).toMatchObject({ name: 'RheoWarning', code: 'RHEO_CONSUMER_AND_PRODUCER' });
+  });
+
+  it("also logs the warning once, at warn, to the logger of every instance with a reader of the group", async () => {
+    const logger = warnLogger();
+    const rheo = await rheoWith('warn-e', ['g'], logger);
+    const otherLogger = warnLogger();
+    const other = createRheo({ backend: rheo.backend, logger: otherLogger });
+    made.push(other);
+    const quiet = createRheo({ backend: rheo.backend });
+    made.push(quiet);
+    const warnings = await warningsDuring(() => {
+      rheo.producer({ stream: 'warn-e', group: 'g' });
+      other.consume({ stream: 'warn-e', group: 'g', handler });
+      quiet.consume({ stream: 'warn-e', group: 'g', handler });
+      rheo.consume({ stream: 'warn-e', group: 'g', handler });
+    });
+    expect(warnings).toHaveLength(1); // the channel keeps getting it, once
+    const expected = [
+      {
+        fields: { code: 'consumer_and_producer_in_one_process', stream: 'warn-e', group: 'g' },
+        message: `rheo: ${warnings[0]!.message}`,
+      },
+    ];
+    expect(logger.warns).toEqual(expected);
+    expect(otherLogger.warns).toEqual(expected);
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { LogFields, Logger, LogLevel } from '../../src/core/logger.js';
 import type { Lease } from '../../src/core/types.js';
+import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { backendFactories } from '../support/backends.js';
@@ -173,6 +174,33 @@ for (const factory of backendFactories) {
     });
   });
 }
+
+describe('logger receives what a partition-mode consumer does (memory)', () => {
+  it('a join, a rebalance and a leave are infos naming the stream, group, member and partitions', async () => {
+    const logger = recordingLogger();
+    const clock = new ManualClock();
+    const rheo = createRheo({ backend: memoryBackend({ clock }), clock, logger });
+    try {
+      await rheo.createStream('ledger', { partitions: 2 });
+      await rheo.createGroup('ledger', 'audit');
+      const consumer = rheo.consume({ stream: 'ledger', group: 'audit', assignment: 'partitions', memberId: 'm1', heartbeatMs: 10, handler: () => {} });
+      await until(() => consumer.stats().owned.length === 2, 'the member owns both partitions');
+      await consumer.stop();
+      const member = { stream: 'ledger', group: 'audit', memberId: 'm1' };
+      expect(logger.entries).toEqual([
+        { level: 'info', fields: member, message: 'rheo member m1 joined group "audit" of stream "ledger"' },
+        {
+          level: 'info',
+          fields: { ...member, groupGeneration: expect.any(Number), assigned: [0, 1], revoked: [], lost: [], owned: [0, 1] },
+          message: expect.stringMatching(/^rheo member m1 of group "audit" on stream "ledger" rebalanced \(generation \d+\): assigned 0, 1$/),
+        },
+        { level: 'info', fields: member, message: 'rheo member m1 left group "audit" of stream "ledger"' },
+      ]);
+    } finally {
+      await rheo.close();
+    }
+  });
+});
 
 describe('logger receives what the PostgreSQL backend does outside any call', () => {
   it('migrate() logs the migrations it applied at info, and an up-to-date schema at debug', async () => {

@@ -4,6 +4,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { JsonValue, Lease } from '../../src/core/types.js';
+import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { createBatchSink } from '../../src/sinks/batch-sink.js';
 import { createLeaseSink } from '../../src/sinks/lease-sink.js';
@@ -245,3 +246,32 @@ for (const factory of backendFactories) {
     });
   });
 }
+
+describe('OpenTelemetry of partition ownership (memory)', () => {
+  it('counts rebalances and observes the partitions owned while a partition-mode consumer runs', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const rheo = createRheo({ backend: memoryBackend({ clock }), clock, defaults: { pollMs: 5 } });
+    try {
+      await rheo.createStream('ledger', { partitions: 3 });
+      await rheo.createGroup('ledger', 'audit');
+      const group = { 'messaging.system': 'rheo', 'messaging.destination.name': 'ledger', 'messaging.consumer.group.name': 'audit' };
+      const before = total((await otel.collect()).get('rheo.consumer.rebalances'), group);
+      const first = rheo.consume({ stream: 'ledger', group: 'audit', assignment: 'partitions', heartbeatMs: 10, handler: () => {} });
+      await until(() => first.stats().owned.length === 3, 'the first member owns every partition');
+      const m = await otel.collect();
+      expect(total(m.get('rheo.consumer.rebalances'), group) - before).toBe(1);
+      expect(total(m.get('rheo.consumer.partitions.owned'), group)).toBe(3);
+      await first.stop();
+      const stopped = await otel.collect();
+      expect(total(stopped.get('rheo.consumer.partitions.owned'), group)).toBe(0);
+      const second = rheo.consume({ stream: 'ledger', group: 'audit', assignment: 'partitions', heartbeatMs: 10, handler: () => {} });
+      await until(() => second.stats().owned.length === 3, 'the second member owns every partition');
+      const after = await otel.collect();
+      expect(total(after.get('rheo.consumer.rebalances'), group) - before).toBe(2);
+      expect(total(after.get('rheo.consumer.partitions.owned'), group)).toBe(3);
+      await second.stop();
+    } finally {
+      await rheo.close();
+    }
+  });
+});
