@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
+import type { Backend } from '../core/backend.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease, SettleRequest } from '../core/types.js';
 import { assertName, assertString, optionalInteger } from '../core/validation.js';
@@ -154,6 +155,11 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   /** Unsettled leases held: buffered plus handed downstream and not yet confirmed. Never exceeds `maxDemand`. */
   get inflightCount(): number {
     return this.#tracker.size;
+  }
+
+  /** The backend the leases come from: sinks that settle in a transaction (`createBatchSink({ transaction: true })`) begin it there. */
+  get backend(): Backend {
+    return this.#source.backend;
   }
 
   /** Whether the producer still holds (and renews) this lease. `false` once confirmed or lost. */

@@ -1,5 +1,8 @@
 import { Writable } from 'node:stream';
-import { invalidArgument } from '../core/errors.js';
+import type { Backend, OwnedTransaction, SettleOp, SettleOutcome, TransactionClient } from '../core/backend.js';
+import { settleOp } from '../core/arguments.js';
+import { requireCapability } from '../core/capabilities.js';
+import { RheoError, invalidArgument, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import { BatchCollector, type FlushReason } from '../transforms/batch-collector.js';
@@ -15,6 +18,7 @@ import {
   type SettlingStreamEvents,
 } from './lease-outcome.js';
 import type { Timers } from '../producer/timers.js';
+import type { RheoProducer } from '../producer/rheo-producer.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { WorkQueue } from './work-queue.js';
 import { telemetryOf, type RheoTelemetry } from '../observability/telemetry.js';
@@ -37,6 +41,8 @@ export interface BatchContext {
   signal: AbortSignal;
   /** Why the batch closed: it was full, its timeout passed, or the stream ended. */
   reason: FlushReason;
+  /** With `transaction: true`: the client of the batch's transaction; its writes commit with the batch's settles. */
+  client?: TransactionClient;
 }
 
 /** Runs once per batch; its outcome decides the settles (see `BatchOutcome`). */
@@ -67,8 +73,18 @@ export type BatchSinkOptions<T extends JsonValue = JsonValue> = BatchSinkTuning<
 
 /** The fields of `BatchSinkOptions` besides the handler. */
 export interface BatchSinkTuning<T extends JsonValue = JsonValue> {
-  /** Settles go through it (settle + confirm in one step, coalesced). */
-  producer: LeaseSettler<T>;
+  /** Settles go through it (settle + confirm in one step, coalesced). With `transaction: true`, a `RheoProducer` (its `backend` and `confirm` are used). */
+  producer: LeaseSettler<T> & Partial<Pick<RheoProducer<T>, 'backend' | 'confirm'>>;
+  /**
+   * Runs each batch in a transaction on a connection of the backend's pool
+   * and hands the handler its `client`. When every lease of the batch acks
+   * or rejects, those settles join the transaction and commit with the
+   * handler's writes; a throw, a `retry`, a `release`, an invalid outcome or
+   * a stale lease in the batch rolls everything back, and the leases are
+   * nacked outside it (a stale lease is reported as `lease-lost`). Needs the
+   * backend's `transactions` capability (`unsupported` otherwise). Default false.
+   */
+  transaction?: boolean;
   /** A batch closes at this many leases. Default 100. Keep it at or below the producer's `maxDemand`, or batches close only on the timer. */
   batchSize?: number;
   /** ...or this long after its first lease, whichever comes first. Default 1000. */
@@ -114,9 +130,10 @@ export interface BatchSink<T extends JsonValue = JsonValue> {
 export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly batchSize: number;
   readonly batchTimeoutMs: number;
-  readonly #producer: LeaseSettler<T>;
+  readonly #producer: BatchSinkTuning<T>['producer'];
   readonly #telemetry: RheoTelemetry | null;
   readonly #handler: BatchHandler<T>;
+  readonly #begin: (() => Promise<OwnedTransaction>) | null;
   readonly #concurrency: number;
   readonly #collector: BatchCollector<Lease<T>>;
   /** Closed batches waiting for a free slot. */
@@ -137,12 +154,14 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     const batchSize = optionalInteger('batchSize', options.batchSize, 100, { min: 1, max: 100_000 });
     const batchTimeoutMs = optionalInteger('batchTimeoutMs', options.batchTimeoutMs, 1000, { min: 1, max: 3600_000 });
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
+    const begin = transactionOf(options.producer, options.transaction);
     super({ objectMode: true, highWaterMark: 1 });
     this.batchSize = batchSize;
     this.batchTimeoutMs = batchTimeoutMs;
     this.#producer = options.producer;
     this.#telemetry = telemetryOf(options.producer);
     this.#handler = handler;
+    this.#begin = begin;
     this.#concurrency = concurrency;
     this.#collector = new BatchCollector<Lease<T>>({
       size: batchSize,
@@ -231,15 +250,19 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     // Leases lost while waiting (renewal answered stale_lease) would only be refused at settle time.
     const leases = batch.filter((lease) => !this.#lost.take(lease.leaseId));
     if (leases.length === 0) return;
-    let settlements: Settlement[];
+    let settlements: Array<Settlement | null>;
     const scope = this.#telemetry?.processBatch(leases) ?? null;
+    let tx: OwnedTransaction | null = null;
     try {
-      const context = { signal: this.#shutdown.signal, reason };
+      if (this.#begin) tx = await this.#begin();
+      const context: BatchContext = { signal: this.#shutdown.signal, reason, ...(tx ? { client: tx.client } : {}) };
       const outcome = await (scope ? scope.run(() => this.#handler(leases, context)) : this.#handler(leases, context));
       scope?.handled();
       settlements = this.#settlementsOf(leases, outcome);
     } catch (error) {
       scope?.handled(error);
+      await tx?.rollback();
+      tx = null;
       if (this.#shutdown.signal.aborted) settlements = leases.map(() => ({ kind: 'release' }));
       else {
         this.emit('batch-error', { leases, error });
@@ -247,11 +270,76 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
         settlements = leases.map(() => nack);
       }
     }
+    if (tx) settlements = await this.#settleInTransaction(tx, leases, settlements as Settlement[]);
     // The batch slot frees now; the settles (one coalesced call) are awaited by _final.
-    const settles = Promise.all(leases.map((lease, i) => settleLease(this.#producer, lease, settlements[i]!, this)));
+    const settles = Promise.all(
+      leases.map((lease, i) => {
+        const settlement = settlements[i];
+        return settlement ? settleLease(this.#producer, lease, settlement, this) : undefined;
+      }),
+    );
     const task = settles.then(() => undefined);
     this.#tasks.add(task);
     void task.finally(() => this.#tasks.delete(task));
+  }
+
+  /**
+   * Settles the batch in its transaction and commits it with the handler's
+   * writes, or rolls both back. Returns what is left to settle outside the
+   * transaction: `null` for a lease already done with (committed, lost, or
+   * left to expire after a failed commit).
+   */
+  async #settleInTransaction(tx: OwnedTransaction, leases: Lease<T>[], settlements: Settlement[]): Promise<Array<Settlement | null>> {
+    if (this.#shutdown.signal.aborted) {
+      await tx.rollback();
+      return leases.map(() => RELEASE);
+    }
+    const ops: SettleOp[] = [];
+    for (const [i, settlement] of settlements.entries()) {
+      const lease = leases[i]!;
+      if (settlement.kind === 'ack') ops.push(settleOp({ kind: 'ack', lease }, 'ack'));
+      else if (settlement.kind === 'reject') ops.push(settleOp({ kind: 'reject', lease, reason: settlement.reason }, 'reject'));
+    }
+    if (ops.length < leases.length) {
+      // A retry (or an invalid outcome) in the batch: nothing of it commits.
+      await tx.rollback();
+      return settlements.map((s) => (s.kind === 'nack' || s.kind === 'release' ? s : rolledBack('another lease of the batch was retried')));
+    }
+    let answers: SettleOutcome[];
+    try {
+      answers = await tx.scope.settle(ops);
+    } catch (error) {
+      await tx.rollback();
+      return leases.map(() => rolledBack(`its settle failed: ${messageOf(error)}`));
+    }
+    const refused = answers.find((answer) => !answer.ok);
+    if (refused || answers.length !== leases.length) {
+      // A refused settle has already aborted the transaction (PostgreSQL refuses its COMMIT): roll back, as the consumer does.
+      await tx.rollback();
+      const why = refused && !refused.ok ? refused.error.message : 'the settle returned no result';
+      return leases.map((lease, i) => {
+        const answer = answers[i];
+        if (answer && !answer.ok && answer.error.code === 'stale_lease') {
+          this.#producer.confirm?.(lease.leaseId);
+          this.emit('lease-lost', { lease, error: answer.error });
+          return null;
+        }
+        return rolledBack(why);
+      });
+    }
+    try {
+      await tx.commit();
+    } catch (failure) {
+      // `ambiguous` may have committed the writes with the settles: nothing more is sent, the leases expire if it did not.
+      const error = isRheoError(failure) ? failure : new RheoError('internal', `commit failed: ${messageOf(failure)}`, { cause: failure });
+      leases.forEach((lease, i) => {
+        this.#producer.confirm?.(lease.leaseId);
+        this.emit('settle-error', { lease, op: settlements[i]!.kind, error });
+      });
+      return leases.map(() => null);
+    }
+    for (const lease of leases) this.#producer.confirm?.(lease.leaseId);
+    return leases.map(() => null);
   }
 
   #settlementsOf(leases: Lease<T>[], outcome: BatchOutcome): Settlement[] {
@@ -265,4 +353,31 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     this.emit('batch-error', { leases, error });
     return leases.map(() => thrownSettlement(error));
   }
+}
+
+const RELEASE: Settlement = Object.freeze({ kind: 'release' });
+
+function rolledBack(why: string): Settlement {
+  return { kind: 'nack', reason: `rolled back with its batch: ${why}`, delayMs: 0 };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** `transaction: true`: the backend's `beginTransaction`, checked at construction. */
+function transactionOf(
+  producer: { readonly backend?: Backend; readonly confirm?: unknown },
+  transaction: unknown,
+): (() => Promise<OwnedTransaction>) | null {
+  if (transaction === undefined || transaction === false) return null;
+  if (transaction !== true) throw invalidArgument(`createBatchSink: transaction must be a boolean, got ${typeof transaction}`);
+  const backend = producer.backend;
+  if (!backend || typeof producer.confirm !== 'function') {
+    throw invalidArgument('createBatchSink({ transaction: true }) needs a RheoProducer (rheo.producer(...)): it settles through its backend');
+  }
+  requireCapability(backend, 'transactions', 'createBatchSink({ transaction: true })');
+  const begin = backend.beginTransaction?.bind(backend);
+  if (!begin) throw new RheoError('unsupported', `the ${backend.name} backend has no beginTransaction()`);
+  return begin;
 }
