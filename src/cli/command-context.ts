@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import type { Rheo } from '../rheo.js';
-import type { PostgresBackend } from '../backends/postgres/postgres-backend.js';
-import { connect } from './connect.js';
+import { connect, type Connection } from './connect.js';
 
 export interface GlobalFlags {
   url?: string;
@@ -11,7 +10,7 @@ export interface GlobalFlags {
 
 export interface CommandContext {
   rheo: Rheo;
-  backend: PostgresBackend;
+  backend: Connection['backend'];
   json: boolean;
   /** Writes one line (or block) to standard output. */
   print(text: string): void;

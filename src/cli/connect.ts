@@ -1,6 +1,7 @@
 import { RheoError } from '../core/errors.js';
 import { createRheo, type Rheo } from '../rheo.js';
 import { postgresBackend, type PostgresBackend } from '../backends/postgres/postgres-backend.js';
+import { redisBackend, type RedisBackend } from '../backends/redis/redis-backend.js';
 
 export interface ConnectionFlags {
   url?: string;
@@ -9,12 +10,15 @@ export interface ConnectionFlags {
 
 export interface Connection {
   rheo: Rheo;
-  backend: PostgresBackend;
+  /** Which backend the URL selected: tell them apart by `backend.name`. */
+  backend: PostgresBackend | RedisBackend;
 }
 
 /**
  * The memory backend lives inside one process, so a command-line tool can
  * only ever talk to a store shared with the applications: a URL is required.
+ * `postgres://` selects PostgreSQL (`--schema` is the schema); `redis://` and
+ * `rediss://` select Redis (`--schema` is the key prefix).
  */
 export function connect(flags: ConnectionFlags): Connection {
   const url = flags.url ?? process.env.RHEO_DATABASE_URL;
@@ -22,18 +26,18 @@ export function connect(flags: ConnectionFlags): Connection {
     throw new RheoError('invalid_argument', 'no database URL: pass --url or set RHEO_DATABASE_URL');
   }
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+  const name = flags.schema ?? process.env.RHEO_SCHEMA ?? 'rheo';
   if (scheme === 'redis' || scheme === 'rediss') {
-    throw new RheoError('unsupported', 'the Redis backend does not exist yet; rheo supports postgres:// URLs');
+    const backend = redisBackend({ url }, { prefix: name });
+    // A Redis backend never trims; retention is off regardless.
+    return { rheo: createRheo({ backend, retention: { enabled: false } }), backend };
   }
   if (scheme !== 'postgres' && scheme !== 'postgresql') {
-    throw new RheoError('invalid_argument', `unsupported database URL scheme "${scheme ?? ''}": use postgres://`);
+    throw new RheoError('invalid_argument', `unsupported database URL scheme "${scheme ?? ''}": use postgres:// or redis://`);
   }
   // One connection is enough for a command; fail fast instead of waiting on
   // an unreachable host for the driver's default (no) timeout.
-  const backend = postgresBackend(
-    { connectionString: url, poolConfig: { max: 2, connectionTimeoutMillis: 10_000 } },
-    { schema: flags.schema ?? process.env.RHEO_SCHEMA ?? 'rheo' },
-  );
+  const backend = postgresBackend({ connectionString: url, poolConfig: { max: 2, connectionTimeoutMillis: 10_000 } }, { schema: name });
   // A command runs for moments: no background trimmer (the applications run theirs).
   return { rheo: createRheo({ backend, retention: { enabled: false } }), backend };
 }

@@ -41,7 +41,8 @@ export function exitCodeFor(error: unknown): ExitCode {
 export const EXIT_CODES_HELP = `Exit codes:
   0  success
   1  any other failure (ambiguous write, internal error)
-  2  usage: bad flags or values, missing --confirm, no database URL, unsupported URL
+  2  usage: bad flags or values, missing --confirm, no database URL, unsupported URL,
+     a command the backend cannot serve (unsupported, e.g. trim on Redis)
   3  not found: stream, group or dead-letter cursor
   4  backend unavailable: the database could not be reached
   5  schema version: run \`rheo migrate\` (or upgrade rheo)

@@ -12,7 +12,8 @@ const BAR_WIDTH = 40;
 
 /**
  * One frame of `rheo lag --watch`: per group and partition, a bar scaled to
- * the largest lag on screen, the lag as count and age, and the rate since
+ * the largest lag on screen, the lag as count and age, the low watermark
+ * (first retained sequence: it rises as retention trims), and the rate since
  * the previous frame (negative: the group is catching up).
  */
 export function renderLagFrame(stream: string, reports: LagReport[], previous: LagSample | null, now: number): { text: string; sample: LagSample } {
@@ -38,7 +39,8 @@ export function renderLagFrame(stream: string, reports: LagReport[], previous: L
         if (perSecond < 0 && p.lag > 0) rate += `, clear in ~${formatAge((p.lag / -perSecond) * 1000)}`;
       }
       const age = p.oldestUnsettledAt ? formatAge(now - p.oldestUnsettledAt.getTime()) : '-';
-      lines.push(`  p${String(partition).padEnd(4)} ${bar} ${String(p.lag).padStart(9)}  age ${age.padEnd(7)} ${rate}`);
+      const low = `low ${p.lowWatermark}`;
+      lines.push(`  p${String(partition).padEnd(4)} ${bar} ${String(p.lag).padStart(9)}  age ${age.padEnd(7)} ${low.padEnd(14)} ${rate}`);
     }
     lines.push('');
   }

@@ -69,11 +69,11 @@ describe('rheo CLI: usage and connection', () => {
     expect((JSON.parse(result.stdout) as Array<{ name: string }>).map((s) => s.name)).toEqual(['from-env']);
   });
 
-  it('answers a clear error for a redis:// URL until the Redis backend exists', async () => {
-    const result = await runCli(['streams', '--url', 'redis://127.0.0.1:6379', '--json']);
+  it('refuses a URL that is neither postgres:// nor redis:// as a usage error (exit 2)', async () => {
+    const result = await runCli(['streams', '--url', 'mysql://127.0.0.1:3306/db', '--json']);
     expect(result.code).toBe(2);
-    expect(JSON.parse(result.stderr)).toMatchObject({ error: { code: 'unsupported' } });
-    expect(result.stderr).toContain('Redis backend does not exist yet');
+    expect(JSON.parse(result.stderr)).toMatchObject({ error: { code: 'invalid_argument' } });
+    expect(result.stderr).toContain('use postgres:// or redis://');
   });
 
   it('exits 4 when the database cannot be reached', async () => {
@@ -316,11 +316,13 @@ describe('rheo append and tail', () => {
 });
 
 describe('rheo lag --watch', () => {
-  it('draws a bar per partition in a terminal, redraws after an append, and restores the cursor on Ctrl-C', async () => {
+  it('draws a bar and the low watermark per partition in a terminal, redraws after an append, and restores the cursor on Ctrl-C', async () => {
     const { rheo, flags } = await fixture();
     await rheo.createStream('w', { partitions: 2 });
+    await rheo.appendBatch('w', [{ payload: 0, partition: 0 }, { payload: 1, partition: 0 }, { payload: 2, partition: 0 }, { payload: 3, partition: 1 }]);
+    // No group yet, so the trim may take p0's first event: p0's low watermark becomes 2.
+    await rheo.trim('w', { keep: 2 });
     await rheo.createGroup('w', 'g');
-    await rheo.appendBatch('w', [{ payload: 1, partition: 0 }, { payload: 2, partition: 0 }, { payload: 3, partition: 1 }]);
     const argv = [process.execPath, CLI, 'lag', 'w', 'g', '--watch', '--interval-ms', '100', ...flags].map((a) => `'${a}'`).join(' ');
     // script(1) gives the CLI a pseudo-terminal; ^C written to it becomes SIGINT for the
     // whole foreground group. `exec` keeps script's shell out of that group: dash (the
@@ -329,7 +331,10 @@ describe('rheo lag --watch', () => {
     const child = spawn('script', ['-qfec', `exec ${argv}`, '/dev/null'], { env: cleanEnv({ TERM: 'xterm', SHELL: '/bin/sh' }) });
     let screen = '';
     child.stdout.on('data', (d: Buffer) => (screen += d.toString('utf8')));
-    await waitForOutput(child, (out) => /p0\s+█+░*\s+2\b/.test(out) && /p1\s+█+░*\s+1\b/.test(out), 'the first frame');
+    await waitForOutput(child, 
+      (out) => /p0\s+█+░*\s+2\s+age \S+\s+low 2\b/.test(out) && /p1\s+█+░*\s+1\s+age \S+\s+low 1\b/.test(out),
+      "the first frame, with each partition's low watermark",
+    );
     expect(screen).toContain('\x1b[?25l');
     const redrawn = waitForOutput(child, (out) => /p1\s+█+░*\s+4\b/.test(out) && /growing/.test(out), 'a frame after the append');
     await rheo.appendBatch('w', [{ payload: 4, partition: 1 }, { payload: 5, partition: 1 }, { payload: 6, partition: 1 }]);

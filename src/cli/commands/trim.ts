@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { TrimReport } from '../../core/backend.js';
+import { requireCapability } from '../../core/capabilities.js';
 import { streamNotFound } from '../../core/errors.js';
 import type { Rheo } from '../../rheo.js';
 import type { StreamInfo, TrimOptions } from '../../core/types.js';
@@ -42,6 +43,8 @@ Works in batches of 10,000 events, each its own short transaction.`,
     .action(async (stream: string, options: TrimFlags, command: Command) =>
       withRheo(command, async (ctx) => {
         const request: TrimOptions = { before: options.before, keep: options.keep, force: options.force === true };
+        // The dry run reads only, but a backend that cannot trim must not promise a trim.
+        requireCapability(ctx.backend, 'retention', 'rheo trim');
         if (options.dryRun) {
           const plan = await planTrim(ctx.rheo, stream, request);
           if (ctx.json) return ctx.printJson({ stream, dryRun: true, ...plan });
