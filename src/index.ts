@@ -1,5 +1,6 @@
 export { createRheo, Rheo } from './rheo.js';
 export { RheoTransaction } from './transaction/rheo-transaction.js';
+export type { TransactionOwner } from './transaction/rheo-transaction.js';
 export type { RheoOptions, RheoDefaults, RetentionTrimmerOptions, SettleRequest } from './rheo.js';
 export type { BackgroundTrimmer, TrimmerOptions } from './retention/background-trimmer.js';
 export type { RheoLimits } from './core/limits.js';

@@ -10,3 +10,4 @@ export type { PlannedStatement } from './backends/postgres/migrate.js';
 export type * from './core/types.js';
 export type * from './core/backend.js';
 export type { Clock } from './core/clock.js';
+export type { Logger, LogFields, LogLevel } from './core/logger.js';
