@@ -232,6 +232,51 @@ describe('rheo dead-letters, redrive, replay, reset', () => {
     expect((await rheo.lag('log', 'g')).lag).toBe(0);
   });
 
+  it('replay --dry-run --event-id predicts the lag of reopening exactly those events; the replay then creates exactly that', async () => {
+    const { rheo, flags } = await fixture();
+    await rheo.createStream('log', { partitions: 2 });
+    await rheo.createGroup('log', 'g');
+    await rheo.appendBatch('log', Array.from({ length: 10 }, (_, i) => ({ id: `e-${i}`, payload: i, partition: i % 2 })));
+    await rheo.ackMany(await rheo.fetch('log', 'g', { limit: 10 }));
+    const before = await rheo.lag('log', 'g');
+    // e-4 is sequence 3 of partition 0 (frontier 5 -> 2); e-9 is sequence 5 of partition 1 (5 -> 4).
+    const dry = await runCli(['replay', 'log', 'g', '--event-id', 'e-9', '--event-id', 'e-4', '--dry-run', '--json', ...flags]);
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({
+      dryRun: true,
+      lagBefore: 0,
+      lagAfter: 4,
+      partitions: [
+        { partition: 0, frontierAfter: 2, lagAfter: 3 },
+        { partition: 1, frontierAfter: 4, lagAfter: 1 },
+      ],
+    });
+    expect(await rheo.lag('log', 'g')).toEqual(before);
+    const missing = await runCli(['replay', 'log', 'g', '--event-id', 'nope', '--dry-run', ...flags]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('"nope"');
+    const real = await runCli(['replay', 'log', 'g', '--event-id', 'e-9', '--event-id', 'e-4', '--json', ...flags]);
+    expect(JSON.parse(real.stdout)).toMatchObject({ dryRun: false, lagAfter: 4 });
+    expect((await rheo.lag('log', 'g')).lag).toBe(4);
+  });
+
+  it('describe shows the owner of each partition and the members when the group is consumed by partition ownership', async () => {
+    const { rheo, flags } = await fixture();
+    await rheo.createStream('own', { partitions: 2 });
+    await rheo.createGroup('own', 'g');
+    const plain = await runCli(['describe', 'own', 'g', ...flags]);
+    expect(plain.stdout).not.toContain('OWNER');
+    await rheo.heartbeat('own', 'g', { memberId: 'member-a', sessionMs: 600_000 });
+    const owned = await runCli(['describe', 'own', 'g', ...flags]);
+    expect(owned.code).toBe(0);
+    expect(owned.stdout).toMatch(/OWNER/);
+    expect(owned.stdout).toMatch(/\n\s*0\s.*member-a/);
+    expect(owned.stdout).toMatch(/members \(partition ownership, group generation \d+\)/);
+    expect(owned.stdout).toMatch(/member-a\s+0,1\s+-/);
+    const json = JSON.parse((await runCli(['describe', 'own', 'g', '--json', ...flags])).stdout) as { membership: { owners: Record<string, string> } };
+    expect(json.membership.owners).toEqual({ 0: 'member-a', 1: 'member-a' });
+  });
+
   it('replay needs exactly one starting point (exit 2, nothing changes)', async () => {
     const { rheo, flags } = await fixture();
     await rheo.createStream('log');

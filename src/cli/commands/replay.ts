@@ -3,7 +3,7 @@ import { collect, withRheo, type CommandContext } from '../command-context.js';
 import { formatTable } from '../table.js';
 import { collectPartition, parseCount, parseTime } from '../parse.js';
 import { partitionsOf } from '../lag-figures.js';
-import { RheoError } from '../../core/errors.js';
+import { RheoError, invalidArgument } from '../../core/errors.js';
 import type { LagReport, ReplaySpec } from '../../core/types.js';
 
 interface ReplayFlags {
@@ -38,8 +38,10 @@ export function registerReplay(program: Command): void {
       'after',
       `
 Give exactly one of --from-sequence, --from, --event-id. --dry-run works with
---from-sequence and --from; --from assumes timestamps rise with the sequence
-within a partition (true unless producers set timestamps themselves).`,
+all three: --from assumes timestamps rise with the sequence within a partition
+(true unless producers set timestamps themselves); --event-id reads the stream
+in order until it has found every id, so it costs as much as reading up to the
+last of them.`,
     )
     .action(async (stream: string, group: string, options: ReplayFlags, command: Command) =>
       withRheo(command, async (ctx) => {
@@ -93,19 +95,21 @@ async function predict(
   before: LagReport,
   partitions: number[] | undefined,
 ): Promise<PartitionChange[]> {
-  if ('eventIds' in spec || 'query' in spec) {
-    throw new RheoError('unsupported', `replay --dry-run of group "${group}" on stream "${stream}" supports --from-sequence and --from, not --event-id`, {
+  if ('query' in spec) {
+    throw new RheoError('unsupported', `replay --dry-run of group "${group}" on stream "${stream}" supports --from-sequence, --from and --event-id, not a query`, {
       stream,
       group,
     });
   }
+  const firstById = 'eventIds' in spec ? await firstSequencesOf(ctx, stream, group, spec.eventIds) : null;
   const selected = partitions ? new Set(partitions) : null;
   const changes: PartitionChange[] = [];
   for (const [p, lag] of partitionsOf(before)) {
     let first: number | null = null;
     if (selected === null || selected.has(p)) {
-      if ('fromSequence' in spec) first = Math.max(1, spec.fromSequence);
-      else {
+      if (firstById) first = firstById.get(p) ?? null;
+      else if ('fromSequence' in spec) first = Math.max(1, spec.fromSequence);
+      else if ('from' in spec) {
         const { events } = await ctx.rheo.query(stream, { from: spec.from, partition: p, order: 'asc', limit: 1 });
         first = events[0]?.sequence ?? null;
       }
@@ -138,4 +142,28 @@ function report(ctx: CommandContext, stream: string, group: string, changes: Par
       changes.map((c) => [c.partition, c.highWatermark, c.frontierBefore, c.frontierAfter, c.lagBefore, c.lagAfter]),
     ),
   );
+}
+
+/**
+ * The lowest sequence per partition among `ids`, for a dry run of
+ * `--event-id`: a replay reopens exactly those events, so a partition's
+ * frontier moves back to just below the lowest one it settled. Reads the
+ * stream in order (`queryAll`, page by page) until every id is found: its
+ * cost grows with how far into the stream the last id lies. An id that is not
+ * in the stream is `invalid_argument`, as the replay itself would answer.
+ */
+async function firstSequencesOf(ctx: CommandContext, stream: string, group: string, ids: string[]): Promise<Map<number, number>> {
+  const wanted = new Set(ids);
+  const first = new Map<number, number>();
+  for await (const event of ctx.rheo.queryAll(stream, { order: 'asc' })) {
+    if (!wanted.delete(event.id)) continue;
+    const seen = first.get(event.partition);
+    if (seen === undefined || event.sequence < seen) first.set(event.partition, event.sequence);
+    if (wanted.size === 0) break;
+  }
+  if (wanted.size > 0) {
+    const missing = [...wanted].slice(0, 5).map((id) => JSON.stringify(id)).join(', ');
+    throw invalidArgument(`replay --dry-run of group "${group}": no event with id ${missing} in stream "${stream}"`, { stream, group });
+  }
+  return first;
 }
