@@ -74,6 +74,10 @@ export async function createClient(connection: RedisConnection): Promise<{ clien
     lazyConnect: true,
     enableOfflineQueue: false,
     clusterRetryStrategy: CLIENT_OPTIONS.retryStrategy,
+    // ioredis gives CLUSTER SLOTS 1 s by default; a busy node (a CI host running
+    // the whole suite) can take longer, and every failed refresh restarts the
+    // connect, which then ran into the backend's 10 s connect timeout.
+    slotsRefreshTimeout: 5_000,
     redisOptions: { ...CLIENT_OPTIONS, lazyConnect: false },
   });
   return { client, cluster: true };
