@@ -78,7 +78,13 @@ export async function createClient(connection: RedisConnection): Promise<{ clien
     // the whole suite) can take longer, and every failed refresh restarts the
     // connect, which then ran into the backend's 10 s connect timeout.
     slotsRefreshTimeout: 5_000,
-    redisOptions: { ...CLIENT_OPTIONS, lazyConnect: false },
+    // The per-node connections keep their offline queue: the cluster sends
+    // CLUSTER SLOTS / CLUSTER INFO on a node connection that may still be
+    // connecting, and without the queue those were refused, the connect
+    // restarted, and a busy host never got the cluster ready within the
+    // connect timeout. Fail-fast stays where callers see it: the cluster's own
+    // enableOfflineQueue: false and maxRetriesPerRequest: 0 on every node.
+    redisOptions: { ...CLIENT_OPTIONS, lazyConnect: false, enableOfflineQueue: true },
   });
   return { client, cluster: true };
 }
