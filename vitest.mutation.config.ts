@@ -16,8 +16,9 @@ export default defineConfig({
       process.env.RHEO_MUTATION_AREA === 'memory-structures'
         ? ['test/memory.test.ts', 'test/unit/**/*.test.ts']
         : ['test/memory.test.ts', 'test/unit/**/*.test.ts', 'test/streams/**/*.test.ts', 'test/consumer/**/*.test.ts'],
-    // Both run the code in child processes, where Stryker sees no coverage.
-    exclude: ['test/consumer/crash.test.ts', 'test/consumer/readme.test.ts'],
+    // These run the code in child processes, where Stryker sees no coverage
+    // (close-exit also needs PostgreSQL).
+    exclude: ['test/consumer/crash.test.ts', 'test/consumer/readme.test.ts', 'test/streams/close-exit.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
