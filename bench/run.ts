@@ -5,6 +5,7 @@
  *   npm run bench                      # full run (about 6-8 minutes on 2 cores)
  *   npm run bench -- --quick           # smoke run with small sizes (or RHEO_BENCH_QUICK=1)
  *   npm run bench -- --only=append,peers --runs=5
+ *   npm run bench -- --quick --only=redis --out=/tmp/rheo-bench   # results elsewhere (partial runs)
  *
  * Without RHEO_BENCH_DATABASE_URL it starts a throwaway PostgreSQL 15 on
  * 127.0.0.1 (default durability) and removes it afterwards. With it, the URL
@@ -14,7 +15,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { BenchContext, log, pgAccess, type MetricSummary, type PgAccess } from './lib/context.js';
@@ -45,16 +46,18 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'partitions', run: partitionsScenario },
 ];
 
-function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null } {
+function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null; out: string } {
   let quick = ['1', 'true', 'yes'].includes((process.env.RHEO_BENCH_QUICK ?? '').toLowerCase());
   let runs: number | null = null;
   let only: Set<string> | null = null;
+  let out = join(here, 'results');
   for (const arg of argv) {
     if (arg === '--quick') quick = true;
     else if (arg.startsWith('--runs=')) runs = Number(arg.slice('--runs='.length));
+    else if (arg.startsWith('--out=')) out = resolve(arg.slice('--out='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,partitions]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,partitions] [--out=DIR]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -64,7 +67,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
       if (!SCENARIOS.some((s) => s.id === id)) throw new Error(`unknown scenario ${id}`);
     }
   }
-  return { quick, runs, only };
+  return { quick, runs, only, out };
 }
 
 async function main(): Promise<void> {
@@ -148,7 +151,7 @@ async function main(): Promise<void> {
     for (const t of targets) {
       process.stdout.write(`  [${t.met === null ? 'n/a' : t.met ? 'met' : 'MISSED'}] ${t.target}: ${t.measured}\n`);
     }
-    const outDir = join(here, 'results');
+    const outDir = args.out;
     mkdirSync(outDir, { recursive: true });
     writeFileSync(
       join(outDir, 'latest.json'),
@@ -156,7 +159,7 @@ async function main(): Promise<void> {
     );
     writeFileSync(join(outDir, 'latest.md'), markdownSummary(env, rows, targets, ctx.skipped, ctx.notes));
     writeFileSync(join(outDir, 'latest.svg'), chart(ctx, env));
-    process.stdout.write(`\nwrote bench/results/latest.json, latest.md, latest.svg (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+    process.stdout.write(`\nwrote ${join(outDir, 'latest.{json,md,svg}')} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   } finally {
     await stopCluster();
   }
@@ -216,10 +219,22 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
       met: m ? m.median >= atLeast : null,
     });
   };
+  /** Both medians in ms from this run; met when the first is below the second. */
+  const below = (target: string, scenario: string, mine: string, theirs: string): void => {
+    const a = ctx.get(scenario, mine);
+    const b = ctx.get(scenario, theirs);
+    out.push({
+      target,
+      measured: a && b ? `${formatNumber(a.median)} ms vs ${formatNumber(b.median)} ms` : 'not measured',
+      met: a && b ? a.median < b.median : null,
+    });
+  };
   ratio('PostgreSQL consume ≥ 3× graphile-worker', PEERS, PEER_CASES.vsGraphile, 3);
   ratio('PostgreSQL consume ≥ 10× pg-boss', PEERS, PEER_CASES.vsPgBoss, 10);
   ratio('Redis consume ≥ 0.5× the raw Lua-fenced XREADGROUP + XACK drain', REDIS, REDIS_CASES.consumeRatio, 0.5);
   ratio('Redis appendBatch ≥ 0.5× raw pipelined XADD', REDIS, REDIS_CASES.appendRatio, 0.5);
+  ratio('Redis consume ≥ 3× BullMQ (its best concurrency)', REDIS, REDIS_CASES.vsBullmq, 3);
+  below('Redis idle latency p50 below BullMQ’s', REDIS, REDIS_CASES.latency, REDIS_CASES.bullmqLatency);
   ratio('appendBatch ≥ 0.5× raw multi-row INSERT', APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 0.5);
   const p50 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p50`);
   const p99 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p99`);
@@ -320,7 +335,7 @@ function peerVersions(): Record<string, string> {
       return 'not installed';
     }
   };
-  return { 'graphile-worker': version('graphile-worker'), 'pg-boss': version('pg-boss') };
+  return { 'graphile-worker': version('graphile-worker'), 'pg-boss': version('pg-boss'), bullmq: version('bullmq') };
 }
 
 main().then(
