@@ -23,7 +23,7 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from '../scripts/throw
 import { markdownSummary, svgChart, textTable, type Bar, type Environment, type TargetCheck } from './lib/report.js';
 import { formatNumber } from './lib/stats.js';
 import { APPEND, appendScenario } from './scenarios/append.js';
-import { CONSUME, CONSUME_SETTINGS, consumeCase, consumeScenario, fetchLoopCase, producerCase } from './scenarios/consume.js';
+import { CONSUME, CONSUME_SETTINGS, EFFECT_SETTING, consumeCase, consumeScenario, effectCase, fetchLoopCase, producerCase } from './scenarios/consume.js';
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
 import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
@@ -147,7 +147,7 @@ async function main(): Promise<void> {
     };
     ctx.notes.push(`Total bench time ${((Date.now() - started) / 1000).toFixed(0)} s.`);
 
-    process.stdout.write(`\n${textTable(rows)}\n\nTargets (issue 6):\n`);
+    process.stdout.write(`\n${textTable(rows)}\n\nTargets (issues 6, 11, 12):\n`);
     for (const t of targets) {
       process.stdout.write(`  [${t.met === null ? 'n/a' : t.met ? 'met' : 'MISSED'}] ${t.target}: ${t.measured}\n`);
     }
@@ -188,6 +188,12 @@ function derive(ctx: BenchContext): void {
   }
   pair(PARTITIONS, PARTITION_DERIVED.oneVsRaw, PARTITION_CASES.one, PARTITION_CASES.raw);
   pair(PARTITIONS, PARTITION_DERIVED.twoVsOne, PARTITION_CASES.two, PARTITION_CASES.one);
+  pair(PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, PARTITION_CASES.competingTwo, PARTITION_CASES.competingOne);
+  pair(PARTITIONS, PARTITION_DERIVED.oneVsQueue, PARTITION_CASES.one, PARTITION_CASES.rawQueue);
+  pair(PARTITIONS, PARTITION_DERIVED.competingVsQueue, PARTITION_CASES.competingOne, PARTITION_CASES.rawQueue);
+  // What exactly-once effects cost: the same handler write committed with the ack, over the same write committed apart.
+  pair(CONSUME, CONSUME_DERIVED.transactionCost, effectCase(true), effectCase(false));
+  pair(CONSUME, CONSUME_DERIVED.transactionVsPlain, effectCase(true), consumeCase('postgres', EFFECT_SETTING));
   // Across scenarios: run i of each, both in this run on this server.
   const graphile = ctx.metrics.get(`${PEERS}\u0000${PEER_CASES.graphile}`);
   const one = ctx.metrics.get(`${PARTITIONS}\u0000${PARTITION_CASES.one}`);
@@ -197,8 +203,16 @@ function derive(ctx: BenchContext): void {
   }
 }
 
+const CONSUME_DERIVED = {
+  transactionCost: 'rheo postgres consume transaction: true ÷ the same insert committed apart (what the transaction costs)',
+  transactionVsPlain: 'rheo postgres consume transaction: true (insert per event) ÷ plain no-op consume (maxDemand 100, concurrency 10)',
+};
+
 const PARTITION_DERIVED = {
   oneVsRaw: 'partition mode, 1 process ÷ raw log ceiling',
+  oneVsQueue: 'partition mode, 1 process ÷ raw SKIP LOCKED queue ceiling',
+  competingVsQueue: 'competing mode, 1 process ÷ raw SKIP LOCKED queue ceiling',
+  competingTwoVsOne: 'competing mode, 2 processes ÷ 1 process',
   twoVsOne: 'partition mode, 2 processes ÷ 1 process',
   oneVsGraphile: 'partition mode, 1 process ÷ graphile-worker',
 };
@@ -255,6 +269,8 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('partition mode, 1 process ≥ 3× graphile-worker', PARTITIONS, PARTITION_DERIVED.oneVsGraphile, 3);
   ratio('partition mode, 1 process ≥ 0.7× raw log ceiling', PARTITIONS, PARTITION_DERIVED.oneVsRaw, 0.7);
   ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);
+  ratio('competing mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, 1.6);
+  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL)', LATENCY, `${LATENCY_CASES.notify} p50`, `${LATENCY_CASES.graphile} p50`);
   return out;
 }
 
