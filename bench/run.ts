@@ -27,7 +27,7 @@ import { CONSUME, CONSUME_SETTINGS, EFFECT_SETTING, consumeCase, consumeScenario
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
 import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
-import { REDIS, REDIS_CASES, redisScenario } from './scenarios/redis.js';
+import { REDIS, REDIS_CASES, REDIS_SETTING, redisScenario } from './scenarios/redis.js';
 import { RETENTION, RETENTION_CASES, retentionScenario } from './scenarios/retention.js';
 import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
 import { STREAMS, STREAMS_CASES, streamsScenario } from './scenarios/streams.js';
@@ -316,6 +316,17 @@ function chart(ctx: BenchContext, env: Environment): string {
       ],
     },
     {
+      title: `Redis: drain and enqueue (${REDIS_SETTING.maxDemand}/${REDIS_SETTING.concurrency} for rheo; same server, same run)`,
+      bars: [
+        ...bar(REDIS, REDIS_CASES.consume, 'rheo.consume', 'rheo'),
+        ...bar(REDIS, REDIS_CASES.rawDrain, 'raw Lua-fenced XREADGROUP + XACK ceiling', 'ceiling'),
+        ...bar(REDIS, REDIS_CASES.bullmqBest, 'BullMQ Worker (best concurrency)', 'peer'),
+        ...bar(REDIS, REDIS_CASES.append, 'rheo appendBatch(1000)', 'rheo'),
+        ...bar(REDIS, REDIS_CASES.rawXadd, 'raw pipelined XADD ceiling', 'ceiling'),
+        ...bar(REDIS, REDIS_CASES.bullmqEnqueue, 'BullMQ addBulk(1000)', 'peer'),
+      ],
+    },
+    {
       title: 'Memory backend',
       bars: [
         ...bar(STREAMS, STREAMS_CASES.bare, 'bare Readable → Writable ceiling', 'ceiling'),
@@ -325,7 +336,7 @@ function chart(ctx: BenchContext, env: Environment): string {
     },
   ].filter((g) => g.bars.length > 0);
   return svgChart(
-    'rheo vs graphile-worker and pg-boss: events/s (median, whiskers min–max)',
+    'rheo vs graphile-worker, pg-boss and BullMQ: events/s (median, whiskers min–max)',
     `${env.cpus} vCPU, Node ${env.node}, ${env.postgres}, ${env.date.slice(0, 10)}, ${env.runs} run(s)${env.quick ? ', quick' : ''}`,
     groups,
   );
