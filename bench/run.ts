@@ -5,6 +5,7 @@
  *   npm run bench                      # full run (about 6-8 minutes on 2 cores)
  *   npm run bench -- --quick           # smoke run with small sizes (or RHEO_BENCH_QUICK=1)
  *   npm run bench -- --only=append,peers --runs=5
+ *   npm run bench -- --quick --only=redis --out=/tmp/rheo-bench   # results elsewhere (partial runs)
  *
  * Without RHEO_BENCH_DATABASE_URL it starts a throwaway PostgreSQL 15 on
  * 127.0.0.1 (default durability) and removes it afterwards. With it, the URL
@@ -14,7 +15,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { BenchContext, log, pgAccess, type MetricSummary, type PgAccess } from './lib/context.js';
@@ -22,11 +23,11 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from '../scripts/throw
 import { markdownSummary, svgChart, textTable, type Bar, type Environment, type TargetCheck } from './lib/report.js';
 import { formatNumber } from './lib/stats.js';
 import { APPEND, appendScenario } from './scenarios/append.js';
-import { CONSUME, CONSUME_SETTINGS, consumeCase, consumeScenario, fetchLoopCase, producerCase } from './scenarios/consume.js';
+import { CONSUME, CONSUME_SETTINGS, EFFECT_SETTING, consumeCase, consumeScenario, effectCase, fetchLoopCase, producerCase } from './scenarios/consume.js';
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
 import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
-import { REDIS, REDIS_CASES, redisScenario } from './scenarios/redis.js';
+import { REDIS, REDIS_CASES, REDIS_SETTING, redisScenario } from './scenarios/redis.js';
 import { RETENTION, RETENTION_CASES, retentionScenario } from './scenarios/retention.js';
 import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
 import { STREAMS, STREAMS_CASES, streamsScenario } from './scenarios/streams.js';
@@ -45,16 +46,18 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'partitions', run: partitionsScenario },
 ];
 
-function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null } {
+function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null; out: string } {
   let quick = ['1', 'true', 'yes'].includes((process.env.RHEO_BENCH_QUICK ?? '').toLowerCase());
   let runs: number | null = null;
   let only: Set<string> | null = null;
+  let out = join(here, 'results');
   for (const arg of argv) {
     if (arg === '--quick') quick = true;
     else if (arg.startsWith('--runs=')) runs = Number(arg.slice('--runs='.length));
+    else if (arg.startsWith('--out=')) out = resolve(arg.slice('--out='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,partitions]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,partitions] [--out=DIR]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -64,7 +67,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
       if (!SCENARIOS.some((s) => s.id === id)) throw new Error(`unknown scenario ${id}`);
     }
   }
-  return { quick, runs, only };
+  return { quick, runs, only, out };
 }
 
 async function main(): Promise<void> {
@@ -144,11 +147,11 @@ async function main(): Promise<void> {
     };
     ctx.notes.push(`Total bench time ${((Date.now() - started) / 1000).toFixed(0)} s.`);
 
-    process.stdout.write(`\n${textTable(rows)}\n\nTargets (issue 6):\n`);
+    process.stdout.write(`\n${textTable(rows)}\n\nTargets (issues 6, 11, 12):\n`);
     for (const t of targets) {
       process.stdout.write(`  [${t.met === null ? 'n/a' : t.met ? 'met' : 'MISSED'}] ${t.target}: ${t.measured}\n`);
     }
-    const outDir = join(here, 'results');
+    const outDir = args.out;
     mkdirSync(outDir, { recursive: true });
     writeFileSync(
       join(outDir, 'latest.json'),
@@ -156,7 +159,7 @@ async function main(): Promise<void> {
     );
     writeFileSync(join(outDir, 'latest.md'), markdownSummary(env, rows, targets, ctx.skipped, ctx.notes));
     writeFileSync(join(outDir, 'latest.svg'), chart(ctx, env));
-    process.stdout.write(`\nwrote bench/results/latest.json, latest.md, latest.svg (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+    process.stdout.write(`\nwrote ${join(outDir, 'latest.{json,md,svg}')} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   } finally {
     await stopCluster();
   }
@@ -185,6 +188,12 @@ function derive(ctx: BenchContext): void {
   }
   pair(PARTITIONS, PARTITION_DERIVED.oneVsRaw, PARTITION_CASES.one, PARTITION_CASES.raw);
   pair(PARTITIONS, PARTITION_DERIVED.twoVsOne, PARTITION_CASES.two, PARTITION_CASES.one);
+  pair(PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, PARTITION_CASES.competingTwo, PARTITION_CASES.competingOne);
+  pair(PARTITIONS, PARTITION_DERIVED.oneVsQueue, PARTITION_CASES.one, PARTITION_CASES.rawQueue);
+  pair(PARTITIONS, PARTITION_DERIVED.competingVsQueue, PARTITION_CASES.competingOne, PARTITION_CASES.rawQueue);
+  // What exactly-once effects cost: the same handler write committed with the ack, over the same write committed apart.
+  pair(CONSUME, CONSUME_DERIVED.transactionCost, effectCase(true), effectCase(false));
+  pair(CONSUME, CONSUME_DERIVED.transactionVsPlain, effectCase(true), consumeCase('postgres', EFFECT_SETTING));
   // Across scenarios: run i of each, both in this run on this server.
   const graphile = ctx.metrics.get(`${PEERS}\u0000${PEER_CASES.graphile}`);
   const one = ctx.metrics.get(`${PARTITIONS}\u0000${PARTITION_CASES.one}`);
@@ -194,8 +203,16 @@ function derive(ctx: BenchContext): void {
   }
 }
 
+const CONSUME_DERIVED = {
+  transactionCost: 'rheo postgres consume transaction: true ÷ the same insert committed apart (what the transaction costs)',
+  transactionVsPlain: 'rheo postgres consume transaction: true (insert per event) ÷ plain no-op consume (maxDemand 100, concurrency 10)',
+};
+
 const PARTITION_DERIVED = {
   oneVsRaw: 'partition mode, 1 process ÷ raw log ceiling',
+  oneVsQueue: 'partition mode, 1 process ÷ raw SKIP LOCKED queue ceiling',
+  competingVsQueue: 'competing mode, 1 process ÷ raw SKIP LOCKED queue ceiling',
+  competingTwoVsOne: 'competing mode, 2 processes ÷ 1 process',
   twoVsOne: 'partition mode, 2 processes ÷ 1 process',
   oneVsGraphile: 'partition mode, 1 process ÷ graphile-worker',
 };
@@ -216,10 +233,22 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
       met: m ? m.median >= atLeast : null,
     });
   };
+  /** Both medians in ms from this run; met when the first is below the second. */
+  const below = (target: string, scenario: string, mine: string, theirs: string): void => {
+    const a = ctx.get(scenario, mine);
+    const b = ctx.get(scenario, theirs);
+    out.push({
+      target,
+      measured: a && b ? `${formatNumber(a.median)} ms vs ${formatNumber(b.median)} ms` : 'not measured',
+      met: a && b ? a.median < b.median : null,
+    });
+  };
   ratio('PostgreSQL consume ≥ 3× graphile-worker', PEERS, PEER_CASES.vsGraphile, 3);
   ratio('PostgreSQL consume ≥ 10× pg-boss', PEERS, PEER_CASES.vsPgBoss, 10);
   ratio('Redis consume ≥ 0.5× the raw Lua-fenced XREADGROUP + XACK drain', REDIS, REDIS_CASES.consumeRatio, 0.5);
   ratio('Redis appendBatch ≥ 0.5× raw pipelined XADD', REDIS, REDIS_CASES.appendRatio, 0.5);
+  ratio('Redis consume ≥ 3× BullMQ (its best concurrency)', REDIS, REDIS_CASES.vsBullmq, 3);
+  below('Redis idle latency p50 below BullMQ’s', REDIS, REDIS_CASES.latency, REDIS_CASES.bullmqLatency);
   ratio('appendBatch ≥ 0.5× raw multi-row INSERT', APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 0.5);
   const p50 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p50`);
   const p99 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p99`);
@@ -240,6 +269,8 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('partition mode, 1 process ≥ 3× graphile-worker', PARTITIONS, PARTITION_DERIVED.oneVsGraphile, 3);
   ratio('partition mode, 1 process ≥ 0.7× raw log ceiling', PARTITIONS, PARTITION_DERIVED.oneVsRaw, 0.7);
   ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);
+  ratio('competing mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, 1.6);
+  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL)', LATENCY, `${LATENCY_CASES.notify} p50`, `${LATENCY_CASES.graphile} p50`);
   return out;
 }
 
@@ -285,6 +316,17 @@ function chart(ctx: BenchContext, env: Environment): string {
       ],
     },
     {
+      title: `Redis: drain and enqueue (${REDIS_SETTING.maxDemand}/${REDIS_SETTING.concurrency} for rheo; same server, same run)`,
+      bars: [
+        ...bar(REDIS, REDIS_CASES.consume, 'rheo.consume', 'rheo'),
+        ...bar(REDIS, REDIS_CASES.rawDrain, 'raw Lua-fenced XREADGROUP + XACK ceiling', 'ceiling'),
+        ...bar(REDIS, REDIS_CASES.bullmqBest, 'BullMQ Worker (best concurrency)', 'peer'),
+        ...bar(REDIS, REDIS_CASES.append, 'rheo appendBatch(1000)', 'rheo'),
+        ...bar(REDIS, REDIS_CASES.rawXadd, 'raw pipelined XADD ceiling', 'ceiling'),
+        ...bar(REDIS, REDIS_CASES.bullmqEnqueue, 'BullMQ addBulk(1000)', 'peer'),
+      ],
+    },
+    {
       title: 'Memory backend',
       bars: [
         ...bar(STREAMS, STREAMS_CASES.bare, 'bare Readable → Writable ceiling', 'ceiling'),
@@ -294,7 +336,7 @@ function chart(ctx: BenchContext, env: Environment): string {
     },
   ].filter((g) => g.bars.length > 0);
   return svgChart(
-    'rheo vs graphile-worker and pg-boss: events/s (median, whiskers min–max)',
+    'rheo vs graphile-worker, pg-boss and BullMQ: events/s (median, whiskers min–max)',
     `${env.cpus} vCPU, Node ${env.node}, ${env.postgres}, ${env.date.slice(0, 10)}, ${env.runs} run(s)${env.quick ? ', quick' : ''}`,
     groups,
   );
@@ -320,7 +362,7 @@ function peerVersions(): Record<string, string> {
       return 'not installed';
     }
   };
-  return { 'graphile-worker': version('graphile-worker'), 'pg-boss': version('pg-boss') };
+  return { 'graphile-worker': version('graphile-worker'), 'pg-boss': version('pg-boss'), bullmq: version('bullmq') };
 }
 
 main().then(

@@ -1,7 +1,7 @@
 import type { MetricSummary } from './context.js';
 import { formatNumber } from './stats.js';
 
-/** A target from issue 6, judged on medians of the same run. */
+/** A target from issues 6, 11 and 12, judged on medians of the same run. */
 export interface TargetCheck {
   target: string;
   measured: string;
@@ -58,7 +58,7 @@ export function markdownSummary(
         .join(', ')}. Load average at start: ${env.loadAverage}. Each case ran ${env.runs}×; median (min–max).`,
   );
   out.push('');
-  out.push('## Targets (issue 6)', '');
+  out.push('## Targets (issues 6, 11, 12)', '');
   out.push('| target | measured | met |', '|---|---|---|');
   for (const t of targets) out.push(`| ${t.target} | ${t.measured} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`);
   out.push('');

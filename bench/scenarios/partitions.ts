@@ -5,7 +5,7 @@ import pg from 'pg';
 import type { Rheo } from '../../src/index.js';
 import { log, type BenchContext } from '../lib/context.js';
 import { openRheo } from '../lib/rheo-setup.js';
-import { now, rate, waitUntil } from '../lib/stats.js';
+import { now, rate, sleep, waitUntil } from '../lib/stats.js';
 import { inChunks, payload, EVENT_TYPE } from '../lib/workload.js';
 
 export const PARTITIONS = '7 partition ownership';
@@ -13,8 +13,13 @@ const PARTITION_COUNT = 8;
 const BATCH = 100;
 const MEMBER = fileURLToPath(new URL('../lib/partition-member.ts', import.meta.url));
 
+const COMPETING_DEMAND = 500;
+
 export const PARTITION_CASES = {
   raw: `raw log ceiling: ${PARTITION_COUNT} loops of read ${BATCH} + cursor UPDATE`,
+  rawQueue: `raw queue ceiling: ${PARTITION_COUNT} loops of BEGIN, SELECT ${BATCH} FOR UPDATE SKIP LOCKED, DELETE, COMMIT`,
+  competingOne: `rheo competing mode (leases), 1 process (maxDemand ${COMPETING_DEMAND}, concurrency 50)`,
+  competingTwo: `rheo competing mode (leases), 2 processes (maxDemand ${COMPETING_DEMAND}, concurrency 50 each)`,
   one: `rheo partition mode, 1 process (batch ${BATCH})`,
   two: `rheo partition mode, 2 processes (batch ${BATCH})`,
 } as const;
@@ -29,6 +34,13 @@ export const PARTITION_CASES = {
  * from a `resetGroup` to the log's start (which fences the owners, so their
  * next heartbeat restarts them at frontier 0) to lag 0, over the same
  * pre-filled backlog as the ceiling.
+ *
+ * The per-event queue ceiling, same server, same payloads: the backlog
+ * copied into a plain table, drained by loops that each claim `BATCH` rows
+ * with `FOR UPDATE SKIP LOCKED` and delete them in one transaction (what a
+ * hand-written job queue does). Competing mode (leases, no ownership) drains
+ * the same backlog with one and with two member processes, timed the same
+ * way (group past the backlog, members started, reset to the start).
  */
 export async function partitionsScenario(ctx: BenchContext): Promise<void> {
   if (!ctx.pg) return ctx.skip(PARTITIONS, 'no database');
@@ -41,9 +53,12 @@ export async function partitionsScenario(ctx: BenchContext): Promise<void> {
       await rheo.createStream(stream, { partitions: PARTITION_COUNT });
       await append(rheo, stream, events);
       ctx.record(PARTITIONS, PARTITION_CASES.raw, 'events/s', await rawLogCeiling(url, stream, events));
+      ctx.record(PARTITIONS, PARTITION_CASES.rawQueue, 'events/s', await rawQueueCeiling(url, stream, events));
       ctx.record(PARTITIONS, PARTITION_CASES.one, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}a`, events, 1));
       ctx.record(PARTITIONS, PARTITION_CASES.two, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}b`, events, 2));
-      log(`    run ${run + 1}: ${[PARTITION_CASES.raw, PARTITION_CASES.one, PARTITION_CASES.two].map((c) => Math.round(ctx.get(PARTITIONS, c)!.samples[run]!)).join(' / ')} events/s`);
+      ctx.record(PARTITIONS, PARTITION_CASES.competingOne, 'events/s', await drainCompeting(rheo, url, stream, `g${run}c`, events, 1));
+      ctx.record(PARTITIONS, PARTITION_CASES.competingTwo, 'events/s', await drainCompeting(rheo, url, stream, `g${run}d`, events, 2));
+      log(`    run ${run + 1}: ${Object.values(PARTITION_CASES).map((c) => Math.round(ctx.get(PARTITIONS, c)!.samples[run]!)).join(' / ')} events/s`);
     }
   } finally {
     await rheo.close();
@@ -93,13 +108,87 @@ async function rawLogCeiling(url: string, stream: string, events: number): Promi
   }
 }
 
+/** The queue ceiling: the backlog copied into a table, then claimed with SKIP LOCKED and deleted, BATCH rows per transaction. */
+async function rawQueueCeiling(url: string, stream: string, events: number): Promise<number> {
+  const pool = new pg.Pool({ connectionString: url, max: PARTITION_COUNT });
+  try {
+    await pool.query('DROP TABLE IF EXISTS bench_queue');
+    await pool.query('CREATE TABLE bench_queue (id bigserial PRIMARY KEY, type text NOT NULL, payload jsonb NOT NULL)');
+    await pool.query(
+      'INSERT INTO bench_queue (type, payload) SELECT e.type, e.payload FROM rheo.events e JOIN rheo.streams s ON s.id = e.stream_id WHERE s.name = $1 ORDER BY e.stream_id, e.partition, e.sequence',
+      [stream],
+    );
+    await pool.query('VACUUM ANALYZE bench_queue');
+    let done = 0;
+    const t0 = now();
+    await Promise.all(
+      Array.from({ length: PARTITION_COUNT }, async () => {
+        const client = await pool.connect();
+        try {
+          for (;;) {
+            await client.query('BEGIN');
+            const { rows } = await client.query<{ id: string }>(
+              'SELECT id, type, payload FROM bench_queue ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED',
+              [BATCH],
+            );
+            if (rows.length > 0) {
+              await client.query('DELETE FROM bench_queue WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
+            }
+            await client.query('COMMIT');
+            if (rows.length === 0) return;
+            done += rows.length;
+          }
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw error;
+        } finally {
+          client.release();
+        }
+      }),
+    );
+    if (done !== events) throw new Error(`raw queue loop claimed ${done} of ${events}`);
+    return rate(events, now() - t0);
+  } finally {
+    await pool.query('DROP TABLE IF EXISTS bench_queue').catch(() => undefined);
+    await pool.end();
+  }
+}
+
+/** Competing mode: `processes` lease consumers on a group past the backlog, started, then reset to the start and timed to lag 0. */
+async function drainCompeting(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<number> {
+  await rheo.createGroup(stream, group, { startAfter: events / PARTITION_COUNT });
+  const children: ChildProcess[] = [];
+  let ready = 0;
+  try {
+    for (let i = 0; i < processes; i++) {
+      const child = spawn(process.execPath, ['--import', 'tsx', MEMBER, url, stream, group, String(COMPETING_DEMAND), 'competing'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      child.stdout?.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('ready')) ready++;
+      });
+      children.push(child);
+    }
+    await waitUntil('competing members to start', () => ready === processes, 60_000, 20);
+    // Let each consumer make its first (empty) fetch and go idle.
+    await sleep(500);
+    const t0 = now();
+    await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
+    await waitUntil('the competing members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, 2);
+    return rate(events, now() - t0);
+  } finally {
+    for (const child of children) child.kill('SIGTERM');
+    await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
+  }
+}
+
 /** Starts `processes` members on a group past the backlog, waits for balance, resets it to the start and times the drain. */
 async function drainWithMembers(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<number> {
   await rheo.createGroup(stream, group, { startAfter: events / PARTITION_COUNT });
   const children: ChildProcess[] = [];
   try {
     for (let i = 0; i < processes; i++) {
-      children.push(spawn(process.execPath, ['--import', 'tsx', MEMBER, url, stream, group, String(BATCH)], { stdio: ['ignore', 'ignore', 'inherit'] }));
+      children.push(spawn(process.execPath, ['--import', 'tsx', MEMBER, url, stream, group, String(BATCH), 'partitions'], { stdio: ['ignore', 'ignore', 'inherit'] }));
     }
     const share = PARTITION_COUNT / processes;
     await waitUntil(

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { redisBackend } from '../../src/redis.js';
 import { createRheo, type Rheo } from '../../src/index.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwaway-redis.js';
+import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency } from '../lib/bullmq.js';
 import type { BenchContext } from '../lib/context.js';
 import { consume, fill } from '../lib/rheo-setup.js';
 import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
@@ -28,6 +29,12 @@ export const REDIS_CASES = {
   consumeRatio: 'rheo redis consume ÷ raw fenced drain',
   rawLatency: 'raw XREADGROUP BLOCK wake p50',
   latency: 'rheo redis idle append → handler p50 (pub/sub wakeup)',
+  bullmqEnqueue: 'BullMQ enqueue (addBulk × 1000)',
+  bullmqDrain: (concurrency: number) => `BullMQ drain (1 Worker, concurrency ${concurrency}, removeOnComplete)`,
+  bullmqBest: 'BullMQ drain, best concurrency',
+  bullmqCpu: 'BullMQ drain at its best concurrency: Redis CPU per job',
+  bullmqLatency: 'BullMQ idle add → processor p50 (Worker concurrency 1)',
+  vsBullmq: 'rheo redis consume ÷ BullMQ best drain',
 } as const;
 
 /**
@@ -37,7 +44,10 @@ export const REDIS_CASES = {
  * XREADGROUP and XACK, each entry fenced by a token written and checked in
  * Lua, which is the least a fenced lease costs on Redis. Redis CPU per event
  * is `used_cpu_user + used_cpu_sys` from INFO over the case, divided by the
- * events it moved. BullMQ is not in bench/package.json yet (see the report).
+ * events it moved. BullMQ (bench/package.json) runs on the same server in
+ * the same repetition: bulk enqueue, drain at several Worker concurrencies
+ * (the best one is compared), Redis CPU per job of that drain, and idle
+ * latency add → processor.
  */
 export async function redisScenario(ctx: BenchContext): Promise<void> {
   let server: ThrowawayRedis;
@@ -91,6 +101,28 @@ export async function redisScenario(ctx: BenchContext): Promise<void> {
         const samples = ctx.size(200, 40);
         ctx.record(REDIS, REDIS_CASES.rawLatency, 'ms', await rawBlockLatency(url, `lat-${run}`, samples));
         ctx.record(REDIS, REDIS_CASES.latency, 'ms', await rheoLatency(rheo, `lat-${run}`, samples));
+
+        // BullMQ: the same number of jobs, the same payload, the same server.
+        let best = { rate: 0, cpu: 0 };
+        for (const concurrency of BULLMQ_CONCURRENCIES) {
+          let before = 0;
+          let used = 0;
+          const b = await bullmqDrain(url, `bench-${run}-${concurrency}`, events, concurrency, {
+            before: async () => {
+              before = await redisCpu(admin);
+            },
+            after: async () => {
+              used = (await redisCpu(admin)) - before;
+            },
+          });
+          if (concurrency === BULLMQ_CONCURRENCIES[0]) ctx.record(REDIS, REDIS_CASES.bullmqEnqueue, 'jobs/s', b.enqueuePerSec);
+          ctx.record(REDIS, REDIS_CASES.bullmqDrain(concurrency), 'jobs/s', b.drainPerSec);
+          if (b.drainPerSec > best.rate) best = { rate: b.drainPerSec, cpu: (used * 1e6) / events };
+        }
+        ctx.record(REDIS, REDIS_CASES.bullmqBest, 'jobs/s', best.rate);
+        ctx.record(REDIS, REDIS_CASES.bullmqCpu, 'µs', best.cpu);
+        ctx.record(REDIS, REDIS_CASES.vsBullmq, 'x', consumeRate / best.rate);
+        ctx.record(REDIS, REDIS_CASES.bullmqLatency, 'ms', await bullmqLatency(url, `bench-lat-${run}`, samples));
       } finally {
         await rheo.close();
       }

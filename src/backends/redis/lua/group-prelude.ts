@@ -44,13 +44,14 @@ local function entry(s)
   if not e then return nil end
   return e[2]
 end
-local function dget(s)
-  local v = redis.call('HGET', KD, fmt(s))
+-- An open delivery from its stored form (nil stays nil).
+local function dparse(v)
   if not v then return nil end
   local st, a, la, va, rest = string.match(v, '^(%a)|(%d+)|(%-?%d+)|(%-?%d+)|(.*)$')
   local lid, cid = string.match(rest, '^([^|]*)|(.*)$')
   return { s = st, a = tonumber(a), la = tonumber(la), va = tonumber(va), lid = lid, cid = cid }
 end
+local function dget(s) return dparse(redis.call('HGET', KD, fmt(s))) end
 local function dput(s, d)
   redis.call('HSET', KD, fmt(s), d.s .. '|' .. fmt(d.a) .. '|' .. fmt(d.la) .. '|' .. fmt(d.va) .. '|' .. d.lid .. '|' .. d.cid)
 end

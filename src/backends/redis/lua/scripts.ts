@@ -168,17 +168,30 @@ local claimed, bytes, leased = 0, 0, 0
 local expires = NOW + leaseMs
 -- Fast path for never-offered sequences: with nothing held and nothing open
 -- above the cursor, the next new sequence is always cursor + 1, so the cursor
--- is kept here and written once, and each claim is one HSET and two ZADDs.
+-- is kept here and written once; their log entries are read with one XRANGE
+-- per window, and their delivery, open and timer rows are written with one
+-- variadic HSET and two ZADDs per chunk after the loop (nothing in the loop
+-- reads those rows of never-offered sequences). The lowest claimable retry
+-- is re-read only after the loop took or dead-lettered it.
 local top = redis.call('ZRANGE', KO, -1, -1)[1]
 local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= cursor())
 local c = cursor()
+local window, windowEnd = {}, c
+local rows, opens, timers = {}, {}, {}
+local r, rStale = nil, true
+local fexpires = fmt(expires)
+local leasedRow = 'L|1|' .. fmt(NOW) .. '|' .. fexpires .. '|'
 while true do
   local s, d
   if simple then
-    local r = redis.call('ZRANGE', KR, 0, 0)[1]
+    if rStale then
+      r = redis.call('ZRANGE', KR, 0, 0)[1]
+      rStale = false
+    end
     if r and tonumber(r) < c + 1 then
       s = tonumber(r)
       d = dget(s)
+      rStale = true
     elseif c + 1 <= h then
       s = c + 1
     end
@@ -195,7 +208,21 @@ while true do
     end
   else
     if claimed >= n then break end
-    local e = entry(s)
+    local e
+    if simple and not d then
+      if s > windowEnd then
+        -- The next window of new entries, at most the claims still allowed.
+        window = {}
+        local upto = math.min(h, s + (n - claimed) - 1)
+        for _, row in ipairs(redis.call('XRANGE', KLOG, fmt(s) .. '-0', fmt(upto) .. '-0')) do
+          window[tonumber(string.match(row[1], '^(%d+)'))] = row[2]
+        end
+        windowEnd = upto
+      end
+      e = window[s] or entry(s)
+    else
+      e = entry(s)
+    end
     local z = tonumber(e[4])
     if bytes + z > cap and not (force and claimed == 0) then break end
     bytes = bytes + z
@@ -209,9 +236,11 @@ while true do
     elseif simple then
       c = s
       attempt = 1
-      redis.call('HSET', KD, fmt(s), 'L|1|' .. fmt(NOW) .. '|' .. fmt(expires) .. '|' .. lid .. '|' .. consumer)
-      redis.call('ZADD', KO, fmt(s), fmt(s))
-      redis.call('ZADD', KT, fmt(expires), fmt(s))
+      local fs = fmt(s)
+      local k = #rows
+      rows[k + 1], rows[k + 2] = fs, leasedRow .. lid .. '|' .. consumer
+      opens[k + 1], opens[k + 2] = fs, fs
+      timers[k + 1], timers[k + 2] = fexpires, fs
       leased = leased + 1
     else
       d = take(s, nil)
@@ -220,6 +249,12 @@ while true do
     end
     out[#out + 1] = { fmt(s), attempt, e[2], e[4], e[6] }
   end
+end
+for i = 1, #rows, 2000 do
+  local last = math.min(i + 1999, #rows)
+  redis.call('HSET', KD, unpack(rows, i, last))
+  redis.call('ZADD', KO, unpack(opens, i, last))
+  redis.call('ZADD', KT, unpack(timers, i, last))
 end
 if simple and c ~= cursor() then redis.call('HSET', KST, 'cursor', fmt(c)) end
 if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
@@ -262,15 +297,32 @@ local maxAttempts = tonumber(ARGV[3])
 local out = {}
 -- Acks are applied together after the loop (one HDEL and three ZREMs for the
 -- batch); until then \`gone\` makes a repeated op in the batch see them settled.
+-- Every op's delivery is read up front with HMGET (1000 per call); an op
+-- that changed a delivery marks it \`touched\`, and a later op on the same
+-- sequence reads it again.
 local gone, acked, leasedAcked = {}, {}, 0
+local pre, touched, fields = {}, {}, {}
+for i = 5, #ARGV, 6 do fields[#fields + 1] = fmt(tonumber(ARGV[i])) end
+for i = 1, #fields, 1000 do
+  local last = math.min(i + 999, #fields)
+  local got = redis.call('HMGET', KD, unpack(fields, i, last))
+  for k = 1, last - i + 1 do
+    if got[k] then pre[tonumber(fields[i + k - 1])] = got[k] end
+  end
+end
 for i = 4, #ARGV, 6 do
   local kind, s, lid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local d = nil
-  if not gone[s] then d = dget(s) end
+  if touched[s] then
+    d = dget(s)
+  elseif not gone[s] then
+    d = dparse(pre[s])
+  end
   if not d or d.s ~= 'L' or d.lid ~= lid then
     out[#out + 1] = 0
   else
     out[#out + 1] = 1
+    if kind ~= 'ack' then touched[s] = true end
     if kind == 'ack' then
       gone[s] = true
       acked[#acked + 1] = fmt(s)
