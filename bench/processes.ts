@@ -10,6 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 
 import type { Rheo } from '../src/index.js';
 import { BenchContext, log, pgAccess, summarize } from './lib/context.js';
@@ -30,7 +31,47 @@ const runsArg = process.argv.find((a) => a.startsWith('--runs='));
 const runs = runsArg ? Number(runsArg.slice('--runs='.length)) : quick ? 1 : 3;
 const skipPartitions = process.argv.includes('--competing-only');
 
-async function drainCompeting(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<number> {
+/**
+ * Samples pg_stat_activity every 10 ms while a drain runs: the share of the
+ * database's active backends waiting on a heavyweight lock (issue 11 saw
+ * fetches queue on `transactionid`/`tuple` locks of the cursor rows).
+ */
+function sampleWaits(url: string): { stop(): Promise<number> } {
+  const client = new pg.Client({ connectionString: url });
+  let running = true;
+  let locked = 0;
+  let active = 0;
+  const loop = (async () => {
+    await client.connect();
+    while (running) {
+      const { rows } = await client.query<{ locked: number; active: number }>(
+        `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock')::int AS locked, count(*)::int AS active
+         FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`,
+      );
+      locked += rows[0]!.locked;
+      active += rows[0]!.active;
+      await sleep(10);
+    }
+    await client.end();
+  })();
+  let result: Promise<number> | null = null;
+  return {
+    stop() {
+      running = false;
+      result ??= loop.then(() => (active === 0 ? 0 : locked / active));
+      return result;
+    },
+  };
+}
+
+async function drainCompeting(
+  rheo: Rheo,
+  url: string,
+  stream: string,
+  group: string,
+  events: number,
+  processes: number,
+): Promise<{ rate: number; lockShare: number }> {
   await rheo.createGroup(stream, group, { startAfter: events / PARTITION_COUNT });
   const children: ChildProcess[] = [];
   try {
@@ -39,10 +80,15 @@ async function drainCompeting(rheo: Rheo, url: string, stream: string, group: st
     }
     // Let the members start and go idle (nothing to fetch past the backlog).
     await sleep(3_000);
+    const sampler = sampleWaits(url);
     const t0 = now();
-    await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
-    await waitUntil('the members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, 2);
-    return rate(events, now() - t0);
+    try {
+      await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
+      await waitUntil('the members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, 2);
+      return { rate: rate(events, now() - t0), lockShare: await sampler.stop() };
+    } finally {
+      await sampler.stop();
+    }
   } finally {
     for (const child of children) child.kill('SIGTERM');
     await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
@@ -74,7 +120,8 @@ try {
       });
       for (const processes of [1, 2]) {
         const r = await drainCompeting(rheo, url, stream, `g${run}p${processes}`, events, processes);
-        ctx.record(COMPETING, caseOf(processes), 'events/s', r);
+        ctx.record(COMPETING, caseOf(processes), 'events/s', r.rate);
+        ctx.record(COMPETING, `${caseOf(processes)}: active backends waiting on a lock`, 'x', r.lockShare);
       }
       log(`    run ${run + 1}: ${[1, 2].map((p) => Math.round(ctx.get(COMPETING, caseOf(p))!.samples[run]!)).join(' / ')} events/s (1 / 2 processes)`);
     }
