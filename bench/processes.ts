@@ -7,6 +7,7 @@
  *    start; the clock stops at lag 0);
  *  - partition mode next to the raw log ceiling: scenario 7 (`partitions`).
  * Prints every metric and the same-run ratios; writes no results file.
+ * `--competing-only` / `--partitions-only` run one half.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +31,7 @@ const quick = process.argv.includes('--quick');
 const runsArg = process.argv.find((a) => a.startsWith('--runs='));
 const runs = runsArg ? Number(runsArg.slice('--runs='.length)) : quick ? 1 : 3;
 const skipPartitions = process.argv.includes('--competing-only');
+const skipCompeting = process.argv.includes('--partitions-only');
 
 /**
  * Samples pg_stat_activity every 10 ms while a drain runs: the share of the
@@ -110,7 +112,7 @@ try {
   const url = await pg.createDatabase('rheo_bench_processes');
   const rheo = await openRheo('postgres', { url });
   try {
-    for (let run = 0; run < runs; run++) {
+    for (let run = 0; run < (skipCompeting ? 0 : runs); run++) {
       const stream = `c${run}`;
       await rheo.createStream(stream, { partitions: PARTITION_COUNT });
       await inChunks(events, 5_000, async (start, end) => {
