@@ -22,12 +22,23 @@ export interface LeaseContext {
   now(): string | null;
   /** Fetch count per group id, for the rotating start partition. */
   rotation: Map<number, number>;
+  /**
+   * Per group id, how many more fetches lock only part of the requested
+   * partitions because a recent fetch found a cursor held elsewhere
+   * (created on first use).
+   */
+  contention?: Map<number, number>;
 }
+
+/** After a fetch found a requested cursor held elsewhere, this many fetches lock half of the partitions. */
+const CONTENDED_FETCHES = 8;
 
 interface ClaimRow {
   leased_at_ms: number;
   expires_at_ms: number;
   leases: ClaimedLease[];
+  /** A requested partition's cursor was held by another transaction and skipped (routines.ts). */
+  contended: boolean;
 }
 
 /** One lease as the claim's json_agg sends it (sql/claim.ts). */
@@ -62,11 +73,30 @@ export async function fetchLeases(
   ctx.rotation.set(g.id, turn + 1);
   const start = turn % all.length;
   const order = [...all.slice(start), ...all.slice(0, start)];
-  const [row] = await ctx.db.query<ClaimRow>(
-    { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
-    ctx.sql.claim,
-    [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, request.maxBytes, g.maxAttempts],
-  );
+  // While other fetches of the group are active, lock half of the partitions
+  // (from the rotating start), so concurrent fetches claim from disjoint
+  // partitions instead of one taking every cursor and the others skipping
+  // them all; otherwise all of them, for exact round-robin (routines.ts).
+  const contention = (ctx.contention ??= new Map<number, number>());
+  const contendedLeft = contention.get(g.id) ?? 0;
+  let lockAtMost = contendedLeft > 0 ? Math.ceil(order.length / 2) : order.length;
+  let row: ClaimRow | undefined;
+  for (;;) {
+    [row] = await ctx.db.query<ClaimRow>(
+      { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
+      ctx.sql.claim,
+      [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, request.maxBytes, g.maxAttempts, lockAtMost],
+    );
+    if (row?.contended) contention.set(g.id, CONTENDED_FETCHES);
+    else if (contendedLeft > 0) contention.set(g.id, contendedLeft - 1);
+    // Half the partitions had nothing: the other half may, so try them all
+    // before answering empty (empty means nothing claimable that it could lock).
+    if ((!row || row.leases.length === 0) && lockAtMost < order.length) {
+      lockAtMost = order.length;
+      continue;
+    }
+    break;
+  }
   if (!row || row.leases.length === 0) return [];
   const { leased_at_ms: leasedAtMs, expires_at_ms: expiresAtMs } = row;
   return roundRobin(row.leases, order).map(([leaseId, attempt, id, partition, sequence, type, key, payload, metadata, tsMs]) => ({

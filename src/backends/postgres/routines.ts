@@ -76,35 +76,78 @@ $rheo$`,
 }
 
 /**
- * sql/claim.ts; arguments as documented there. The routine locks the
- * requested partitions' cursors first (in partition order, as the claim
- * itself does), then runs the `fresh` claim when none of those partitions has
- * an open row or lease range that is claimable or spent at `now`, else the
+ * sql/claim.ts; arguments $1..$9 as documented there, and $10 the most
+ * partitions this fetch locks (all requested ones unless the caller saw
+ * contention, leases.ts).
+ *
+ * Locking (issue 11): the routine first locks the requested partitions'
+ * cursors in visiting order ($3) with SKIP LOCKED, at most $10 of them, and
+ * claims only from the partitions it got. A cursor another transaction holds
+ * (a concurrent fetch of the group, a replay, an application's open
+ * transaction) is skipped, so a fetch never queues behind work on partitions
+ * it will not claim from; fairness and lowest-sequence-first hold among the
+ * partitions it locked. SKIP LOCKED never waits, so the visiting order
+ * cannot deadlock. Only when every requested cursor is held elsewhere does it
+ * wait, for all of them in partition order as before (it holds none, so
+ * that cannot deadlock either): a fetch still returns empty only when
+ * nothing is claimable in the partitions it could lock, and an empty result
+ * while another transaction held the rest is followed by that transaction's
+ * own loop (a fetch that got leases fetches again) or, for a non-fetch
+ * holder, by the consumer's next wake-up or poll.
+ *
+ * `contended` tells the caller that a requested cursor was held elsewhere,
+ * so it can lock fewer partitions per fetch while other fetchers are active
+ * and concurrent fetches take disjoint partitions instead of the first one
+ * taking them all.
+ *
+ * Then it runs the `fresh` claim when none of the locked partitions has an
+ * open row or lease range that is claimable or spent at `now`, else the
  * `full` one. Under the cursor locks no other claim can change that answer;
  * a settle committing meanwhile is no different from one committing just
  * after the full claim's snapshot.
  */
 export const claimRoutine = routine(
   'claim',
-  ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'int8', 'integer'],
-  'leased_at_ms int8, expires_at_ms int8, leases json',
+  ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'int8', 'integer', 'integer'],
+  'leased_at_ms int8, expires_at_ms int8, leases json, contended boolean',
   (s) => `DECLARE
   claim_now timestamptz := ${nowSql('$5')};
+  claim_parts integer[];
+  claim_contended boolean;
 BEGIN
-  PERFORM 1 FROM ${s}.group_cursors c
-  WHERE c.group_id = $1 AND c.partition = ANY ($3)
-  ORDER BY c.partition
-  FOR UPDATE;
+  SELECT array_agg(l.partition ORDER BY l.ord) INTO claim_parts
+  FROM (
+    SELECT c.partition, o.ord
+    FROM ${s}.group_cursors c
+    JOIN unnest($3) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
+    WHERE c.group_id = $1
+    ORDER BY o.ord
+    LIMIT $10
+    FOR UPDATE OF c SKIP LOCKED
+  ) l;
+  claim_contended := COALESCE(cardinality(claim_parts), 0) < LEAST(cardinality($3), $10);
+  IF claim_parts IS NULL THEN
+    SELECT array_agg(l.partition ORDER BY l.ord) INTO claim_parts
+    FROM (
+      SELECT c.partition, o.ord
+      FROM ${s}.group_cursors c
+      JOIN unnest($3) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
+      WHERE c.group_id = $1
+      ORDER BY c.partition
+      FOR UPDATE OF c
+    ) l;
+    claim_parts := COALESCE(claim_parts, '{}');
+  END IF;
   IF EXISTS (
        SELECT 1 FROM ${s}.deliveries d
-       WHERE d.group_id = $1 AND d.partition = ANY ($3) AND d.visible_at <= claim_now
+       WHERE d.group_id = $1 AND d.partition = ANY (claim_parts) AND d.visible_at <= claim_now
      ) OR EXISTS (
        SELECT 1 FROM ${s}.lease_ranges r
-       WHERE r.group_id = $1 AND r.partition = ANY ($3) AND r.visible_at <= claim_now
+       WHERE r.group_id = $1 AND r.partition = ANY (claim_parts) AND r.visible_at <= claim_now
      ) THEN
-    RETURN QUERY ${claimSql(s, 'full')};
+    RETURN QUERY ${claimSql(s, 'full', 'claim_parts', 'claim_contended')};
   ELSE
-    RETURN QUERY ${claimSql(s, 'fresh')};
+    RETURN QUERY ${claimSql(s, 'fresh', 'claim_parts', 'claim_contended')};
   END IF;
 END`,
 );

@@ -94,9 +94,13 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  *
  * $1 group_id, $2 stream_id, $3 partitions in visiting order, $4 limit,
  * $5 now or null (database clock), $6 lease ms, $7 consumer id,
- * $8 max bytes, $9 max attempts.
+ * $8 max bytes, $9 max attempts. `partitions` replaces $3 by another
+ * expression: the claim routine passes the partitions whose cursors it
+ * has already locked (routines.ts), so `cur` re-locks rows it holds and
+ * never waits; `contended`, an expression the routine returns as a fourth
+ * column (a data-modifying WITH cannot be wrapped in another query).
  */
-export function claimSql(s: string, path: ClaimPath = 'full'): string {
+export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3', contended?: string): string {
   const ctes: Array<[name: string, sql: string]> = [
     ['clock', `clock AS MATERIALIZED (
   SELECT ${nowSql('$5')} AS now
@@ -110,7 +114,7 @@ export function claimSql(s: string, path: ClaimPath = 'full'): string {
   SELECT c.partition, c.cursor, o.ord,
          (SELECT max(h.sequence) FROM ${s}.replay_holds h WHERE h.group_id = $1 AND h.partition = c.partition) AS max_held
   FROM ${s}.group_cursors c
-  JOIN unnest($3::int[]) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
+  JOIN unnest(${partitions}::int[]) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
   WHERE c.group_id = $1
   ORDER BY c.partition
   FOR UPDATE OF c
@@ -368,7 +372,8 @@ WITH ${kept.join(',\n')}
 -- leases ~2.1 ms.
 SELECT (SELECT leased_at_ms FROM stamps) AS leased_at_ms,
        (SELECT expires_at_ms FROM stamps) AS expires_at_ms,
-       COALESCE(json_agg(json_build_array(x.lease_id, x.attempt, x.id, x.partition, x.sequence, x.type, x.key, x.payload, x.metadata, x.ts_ms)), '[]') AS leases
+       COALESCE(json_agg(json_build_array(x.lease_id, x.attempt, x.id, x.partition, x.sequence, x.type, x.key, x.payload, x.metadata, x.ts_ms)), '[]') AS leases${contended === undefined ? '' : `,
+       ${contended} AS contended`}
 FROM (
   SELECT l.lease_id, l.attempt + 1 AS attempt, ${eventColumns('e')}
   FROM leased l
