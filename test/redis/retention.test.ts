@@ -153,6 +153,7 @@ for (const mode of ['single', 'cluster'] as const) {
       expect(await keysOf(target(), backend.prefix)).toEqual(schemaOnly);
       // `stale` still has the stream and the group cached.
       expect(await codeOf(stale.append('s', { payload: 2, partition: 1 }))).toBe('stream_not_found');
+      expect(await codeOf(stale.read('s'))).toBe('stream_not_found');
       expect(['group_not_found', 'stream_not_found']).toContain(await codeOf(stale.fetch('s', 'g', { limit: 1 })));
       expect(await codeOf(stale.ack(lease!))).toBe('stale_lease');
       expect(await codeOf(stale.trim('s', { keep: 0 }))).toBe('stream_not_found');

@@ -109,6 +109,8 @@ export class RedisBackend implements Backend {
   readonly #streams = new Map<string, StreamMeta>();
   readonly #groups = new Map<string, GroupMeta>();
   readonly #rotation = new Map<string, number>();
+  /** When each stream was last looked up again after an empty read. */
+  readonly #rechecked = new Map<string, number>();
   /** Orders dead letters that die in one millisecond (see DEAD_LETTER_ID). */
   #deathOrder = 0;
   #client: Promise<RedisClientLike> | null = null;
@@ -352,6 +354,8 @@ export class RedisBackend implements Backend {
       ['xrange', this.#keys.partition(stream, partition).log, `${after + 1}-0`, '+', 'COUNT', limit],
       { action: `read stream "${stream}"`, stream, writes: false },
     )) as unknown[];
+    // Nothing read from a cached stream: another process may have deleted it (docs/semantics.md, "Other processes").
+    if (entries.length === 0 && (await this.#deletedMeanwhile(stream))) throw streamNotFound(stream);
     const out: RheoEvent[] = [];
     let bytes = 0;
     for (const raw of entries) {
@@ -361,6 +365,19 @@ export class RedisBackend implements Backend {
       out.push(decodeEvent(stream, partition, e.sequence, e.t, e.d));
     }
     return out;
+  }
+
+  /** Looks a cached stream up again, at most once a second per name; true when it is gone (and then forgotten). */
+  async #deletedMeanwhile(stream: string): Promise<boolean> {
+    const now = Date.now();
+    if (now - (this.#rechecked.get(stream) ?? 0) < 1_000) return false;
+    this.#rechecked.set(stream, now);
+    const raw = await this.#command(['hget', this.#keys.streams, stream], { action: `look up stream "${stream}"`, stream, writes: false });
+    this.#forget(stream);
+    if (raw === null) return true;
+    // Perhaps deleted and created again: serve the stream as it is now.
+    this.#streams.set(stream, JSON.parse(raw as string) as StreamMeta);
+    return false;
   }
 
   /** Scans every event within the query's sequence bounds in the partitions asked (see query.ts). */
