@@ -110,7 +110,12 @@ export async function createStream(host: RetentionHost, name: string, partitions
     const created = await host.run(CREATE_STREAM, [k.streams, k.retention, k.deleted], [name, JSON.stringify(entry), policyJson(policy)], ctx);
     if (created === 1) break;
     // -1: a purge of an earlier stream of this name (ours or another process's) is not finished yet.
-    if (created === 0 || attempt >= 3) {
+    if (created === -1 && attempt >= 3) {
+      throw new RheoError('backend_unavailable', `create stream "${name}" failed: an earlier stream of that name is still being deleted; retry`, {
+        stream: name,
+      });
+    }
+    if (created === 0) {
       // Someone else created it meanwhile: their partitions must keep their incarnation.
       const theirs = await host.command(['hget', k.streams, name], { ...ctx, writes: false });
       if (typeof theirs === 'string') {
