@@ -164,6 +164,29 @@ for (const mode of ['single', 'cluster'] as const) {
       await deleter.close();
     });
 
+    it('a batch larger than one script (1,000 events) is split per partition and its report sums the scripts', async () => {
+      const clock = new ManualClock(Date.parse('2026-01-01T00:00:00Z'));
+      const backend = await makeRedisTestBackend(target(), clock);
+      const rheo = createRheo({ backend, clock, retention: { enabled: false } });
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'idle');
+      for (let i = 0; i < 2_500; i += 500) await rheo.appendBatch('s', Array.from({ length: 500 }, (_, k) => ({ payload: i + k, partition: 0 })));
+      await rheo.appendBatch('s', [{ payload: 'a', partition: 1 }, { payload: 'b', partition: 1 }]);
+      const one = await backend.trim('s', { before: null, keep: 100, force: true, limit: 2_000 });
+      expect(one).toEqual({
+        deleted: 2_000,
+        partitions: { 0: { deleted: 2_000, lowWatermark: 2_001 }, 1: { deleted: 0, lowWatermark: 1 } },
+        forced: [{ group: 'idle', partition: 0, unsettled: 2_000 }],
+      });
+      const rest = await rheo.trim('s', { keep: 100, force: true });
+      expect(rest.forced).toEqual([{ group: 'idle', partition: 0, unsettled: 400 }]);
+      expect((await rheo.lag('s', 'idle')).partitions[0]).toMatchObject({ lowWatermark: 2_401, frontier: 2_400, highWatermark: 2_500, lag: 100 });
+      expect((await rheo.read('s', { limit: 1 }))[0]!.sequence).toBe(2_401);
+      const partition0 = new KeyLayout(backend.prefix).partition('s', 0);
+      expect(await target().client.xlen(partition0.log)).toBe(100);
+      expect(await target().client.hlen(partition0.ids)).toBe(100);
+    });
+
     it('the background trimmer skips a stream another trimmer holds; an explicit trim does not wait for it', async () => {
       const clock = new ManualClock(Date.parse('2026-01-01T00:00:00Z'));
       const backend = await makeRedisTestBackend(target(), clock);
