@@ -163,7 +163,10 @@ async function groupsOf(host: RetentionHost, stream: string, partitions: number,
  * share it. With `skipIfBusy` (the background trimmer) it first takes the
  * stream's trim lock, and returns an empty report when another trimmer holds
  * it; explicit trims need no lock, each partition's script recomputing its
- * bound atomically.
+ * bound atomically. The group catalog is read before each script (it lives
+ * on another slot, so the script cannot read it): a createGroup whose first
+ * step lands between that read and the script can still start below the
+ * new low watermark (a window of one round trip, open in issue 12).
  */
 export async function trim(host: RetentionHost, stream: string, request: TrimRequest): Promise<TrimReport> {
   const ctx = { action: `trim stream "${stream}"`, stream, writes: true };
@@ -192,16 +195,17 @@ export async function trim(host: RetentionHost, stream: string, request: TrimReq
         if (policy.maxAgeMs !== null) maxAge = String(policy.maxAgeMs);
       }
     }
-    const groups = await groupsOf(host, stream, meta.partitions, ctx);
     let budget = request.limit;
     for (let p = 0; p < meta.partitions; p++) {
-      const here = groups.filter((g) => g.covered.includes(p));
-      const keys = [host.keys.partition(stream, p).log, host.keys.partition(stream, p).meta, host.keys.partition(stream, p).ids];
-      for (const g of here) keys.push(...host.keys.groupState(stream, g.name, p));
+      const pk = host.keys.partition(stream, p);
       let deleted = 0;
       let low = '1';
-      const lost = here.map(() => 0);
+      const lost = new Map<string, number>();
       for (;;) {
+        // Read again before every script: a group created meanwhile holds trimming back from its start on.
+        const here = (await groupsOf(host, stream, meta.partitions, ctx)).filter((g) => g.covered.includes(p));
+        const keys = [pk.log, pk.meta, pk.ids];
+        for (const g of here) keys.push(...host.keys.groupState(stream, g.name, p));
         const chunk = Math.min(Math.max(0, budget), EVENTS_PER_SCRIPT);
         const args = [host.now(), meta.inc ?? '', keep, before, maxAge, chunk, request.force ? '1' : '0'];
         let reply: [number, string, number[]];
@@ -214,14 +218,12 @@ export async function trim(host: RetentionHost, stream: string, request: TrimReq
         deleted += reply[0];
         budget -= reply[0];
         low = reply[1];
-        reply[2].forEach((n, i) => (lost[i] = lost[i]! + n));
+        here.forEach((g, i) => lost.set(g.name, (lost.get(g.name) ?? 0) + (reply[2][i] ?? 0)));
         if (reply[0] < chunk || chunk === 0) break;
       }
       report.deleted += deleted;
       report.partitions[p] = { deleted, lowWatermark: Number(low) };
-      here.forEach((g, i) => {
-        if (lost[i]! > 0) report.forced.push({ group: g.name, partition: p, unsettled: lost[i]! });
-      });
+      for (const [group, unsettled] of lost) if (unsettled > 0) report.forced.push({ group, partition: p, unsettled });
     }
     report.forced.sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : a.partition - b.partition));
     return report;
