@@ -29,7 +29,7 @@ export function connect(flags: ConnectionFlags): Connection {
   const name = flags.schema ?? process.env.RHEO_SCHEMA ?? 'rheo';
   if (scheme === 'redis' || scheme === 'rediss') {
     const backend = redisBackend({ url }, { prefix: name });
-    // A Redis backend never trims; retention is off regardless.
+    // A command runs for moments: no background trimmer (the applications run theirs).
     return { rheo: createRheo({ backend, retention: { enabled: false } }), backend };
   }
   if (scheme !== 'postgres' && scheme !== 'postgresql') {

@@ -88,28 +88,4 @@ describe('rheo CLI on Redis', () => {
     expect(rest.stdout).toContain('redrove 2 dead letter(s)');
     expect((await rheo.groupInfo('jobs', 'workers')).deadLetters).toBe(0);
   });
-
-  it('refuses trim (dry run too), setting retention and deletion with unsupported (exit 2), changing nothing', async () => {
-    const { rheo, flags } = await fixture();
-    await rheo.createStream('s');
-    await rheo.createGroup('s', 'g');
-    await rheo.append('s', { payload: 1 });
-    for (const args of [
-      ['trim', 's', '--keep', '0'],
-      ['trim', 's', '--dry-run'],
-      ['retention', 's', '--max-events', '10'],
-      ['delete-group', 's', 'g', '--confirm'],
-      ['delete-stream', 's', '--confirm'],
-    ]) {
-      const result = await runCli([...args, '--json', ...flags]);
-      expect(result.code, args.join(' ')).toBe(2);
-      const { error } = JSON.parse(result.stderr) as { error: { code: string; message: string } };
-      expect(error.code).toBe('unsupported');
-      expect(error.message).toContain('"retention" capability, which the redis backend does not have');
-    }
-    expect((await rheo.read('s')).length).toBe(1);
-    expect(await rheo.listGroups('s')).toEqual(['g']);
-    const shown = await runCli(['retention', 's', ...flags]);
-    expect(shown.code).toBe(0);
-  });
 });

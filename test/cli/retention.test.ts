@@ -1,21 +1,38 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { databaseUrl, makeTestBackend } from '../support/postgres.js';
+import { makeRedisTestBackend, useRedis } from '../support/redis.js';
 import { ensureBuilt, runCli } from './run-cli.js';
 
 beforeAll(() => ensureBuilt(), 300_000);
+const redis = useRedis('single');
 
-async function fixture(): Promise<{ rheo: Rheo; flags: string[] }> {
-  const backend = await makeTestBackend();
-  return { rheo: createRheo({ backend, retention: { enabled: false } }), flags: ['--url', databaseUrl(), '--schema', backend.schema] };
-}
+type Fixture = () => Promise<{ rheo: Rheo; flags: string[] }>;
+
+/** The same CLI cases on each backend with the `retention` capability: a postgres:// or a redis:// URL. */
+const fixtures: Array<[string, Fixture]> = [
+  [
+    'postgres',
+    async () => {
+      const backend = await makeTestBackend();
+      return { rheo: createRheo({ backend, retention: { enabled: false } }), flags: ['--url', databaseUrl(), '--schema', backend.schema] };
+    },
+  ],
+  [
+    'redis',
+    async () => {
+      const backend = await makeRedisTestBackend(redis());
+      return { rheo: createRheo({ backend, retention: { enabled: false } }), flags: ['--url', redis().urls[0]!, '--schema', backend.prefix] };
+    },
+  ],
+];
 
 async function lows(rheo: Rheo, stream: string): Promise<number[]> {
   const info = (await rheo.listStreams()).find((s) => s.name === stream)!;
   return Object.values(info.watermarks).map((w) => w.lowWatermark);
 }
 
-describe('rheo retention, trim, delete-group, delete-stream', () => {
+for (const [backendName, fixture] of fixtures) describe(`rheo retention, trim, delete-group, delete-stream (${backendName})`, () => {
   it('retention shows, sets and clears the policy; a bad duration is a usage error', async () => {
     const { rheo, flags } = await fixture();
     await rheo.createStream('s');

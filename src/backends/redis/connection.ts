@@ -120,7 +120,7 @@ export class ScriptRunner {
   }
 
   async run(client: RedisClientLike, script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
-    if (keys.length !== script.keys) throw new RheoError('internal', `script ${script.name} declares ${script.keys} keys, got ${keys.length}`);
+    if (script.keys >= 0 && keys.length !== script.keys) throw new RheoError('internal', `script ${script.name} declares ${script.keys} keys, got ${keys.length}`);
     try {
       try {
         return await client.call('evalsha', this.sha(script), keys.length, ...keys, ...args);

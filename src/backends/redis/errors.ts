@@ -35,6 +35,7 @@ export function classifyRedisError(error: unknown, ctx: FailureContext): RheoErr
   const make = (code: RheoErrorCode, why: string) => new RheoError(code, `${ctx.action} failed: ${why}: ${message}`, details);
 
   if (/RHEO_NOGROUP/.test(message)) return make('group_not_found', `group "${ctx.group ?? ''}" has no state in this partition (was createGroup interrupted?)`);
+  if (/RHEO_NOSTREAM/.test(message)) return make('stream_not_found', `stream "${ctx.stream ?? ''}" was deleted`);
   if (REFUSED_REPLIES.test(message)) return make('backend_unavailable', 'Redis refused the command (failover, resharding or overload); nothing was written');
   if (AUTH_REPLIES.test(message)) return make('permission_denied', 'Redis refused the credentials or the command');
   if (/^NOSCRIPT\b/.test(message)) return make('backend_unavailable', 'the script cache was flushed twice in a row; retry');

@@ -37,8 +37,15 @@ export class KeyLayout {
   /** Pub/sub pattern covering every stream's append channel. */
   readonly appendPattern: string;
 
+  /** Retention policies: hash name -> `{"maxAgeMs":n|null,"maxEvents":n|null}` (absent: none). */
+  readonly retention: string;
+  /** Streams deleted whose keys may not all be gone yet: hash name -> the catalog JSON they had. */
+  readonly deleted: string;
+
   constructor(prefix: string) {
     this.prefix = prefix;
+    this.retention = `${prefix}:{${prefix}}:retention`;
+    this.deleted = `${prefix}:{${prefix}}:deleted`;
     this.streams = `${prefix}:{${prefix}}:streams`;
     this.schema = `${prefix}:{${prefix}}:schema`;
     this.appendPattern = `${prefix}:append:*`;
@@ -47,6 +54,41 @@ export class KeyLayout {
   /** Group catalog of a stream: hash group -> `{"maxAttempts":n,"createdAt":ms}`. */
   groups(stream: string): string {
     return `${this.prefix}:{${this.prefix}|${stream}}:groups`;
+  }
+
+  /** Held (with a TTL) by the background trimmer working on a stream, so one trimmer at a time trims it. */
+  trimLock(stream: string): string {
+    return `${this.prefix}:{${this.prefix}|${stream}}:trimming`;
+  }
+
+  /**
+   * Every key a group owns in one partition, in the order the retention
+   * scripts declare them (st, d, o, t, r, h, dl, dlo: lua/group-prelude.ts).
+   * deleteGroup, deleteStream and trim enumerate a group's per-partition
+   * keys only through this function: a new per-group key in the partition
+   * (e.g. partition ownership) must be added here, at the end.
+   */
+  groupKeysInPartition(stream: string, group: string, partition: number): string[] {
+    return this.groupState(stream, group, partition);
+  }
+
+  /** The eight state keys of a group in a partition that a trim reads and prunes (st, d, o, t, r, h, dl, dlo), in that order. */
+  groupState(stream: string, group: string, partition: number): string[] {
+    return this.group(stream, group, partition).slice(2, 10);
+  }
+
+  /** Groups deleted from the stream's group catalog whose state may not all be gone yet (a set, beside the catalog). */
+  deletedGroups(stream: string): string {
+    return `${this.prefix}:{${this.prefix}|${stream}}:deleted-groups`;
+  }
+
+  /**
+   * Every key a group owns outside its partitions (none yet; partition
+   * ownership's member and assignment keys belong here). deleteGroup and
+   * deleteStream delete them with single-key commands after the partitions.
+   */
+  groupKeysOfStream(_stream: string, _group: string): string[] {
+    return [];
   }
 
   appendChannel(stream: string): string {

@@ -11,8 +11,11 @@ import type {
   NormalizedReplay,
   PreparedAppend,
   RenewResult,
+  RetentionPolicy,
   SettleOp,
   SettleOutcome,
+  TrimReport,
+  TrimRequest,
 } from '../../core/backend.js';
 import { receiptOf } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
@@ -42,6 +45,7 @@ import {
 } from './lua/scripts.js';
 import { AppendWaiters } from './notifications.js';
 import { matchingSequences, queryPartitions } from './query.js';
+import * as retention from './retention.js';
 
 export type { RedisClientLike, RedisConnection } from './connection.js';
 
@@ -69,10 +73,7 @@ const QUIT_TIMEOUT_MS = 2_000;
 /** Schema version migrate() records; ping() reports it. */
 const SCHEMA_VERSION = 1;
 
-interface StreamMeta {
-  partitions: number;
-  createdAt: number;
-}
+type StreamMeta = retention.StreamCatalogEntry;
 
 interface GroupMeta {
   maxAttempts: number;
@@ -103,9 +104,13 @@ export class RedisBackend implements Backend {
   readonly #clock: Clock | null;
   readonly #notify: boolean;
   readonly #waiters: AppendWaiters;
+  /** What retention.ts needs of this backend. */
+  readonly #host: retention.RetentionHost;
   readonly #streams = new Map<string, StreamMeta>();
   readonly #groups = new Map<string, GroupMeta>();
   readonly #rotation = new Map<string, number>();
+  /** When each stream was last looked up again after an empty read. */
+  readonly #rechecked = new Map<string, number>();
   /** Orders dead letters that die in one millisecond (see DEAD_LETTER_ID). */
   #deathOrder = 0;
   #client: Promise<RedisClientLike> | null = null;
@@ -122,6 +127,14 @@ export class RedisBackend implements Backend {
     this.#clock = clock ?? null;
     this.#notify = options.notify ?? connection.notify ?? true;
     this.#keys = new KeyLayout(this.prefix);
+    this.#host = {
+      keys: this.#keys,
+      now: () => (this.#clock ? String(this.#clock.now()) : ''),
+      run: (script, keys, args, ctx) => this.#run(script, keys, args, ctx),
+      command: (args, ctx) => this.#command(args, ctx),
+      stream: (name) => this.#stream(name),
+      forget: (stream, group) => this.#forget(stream, group),
+    };
     const cluster = this.#connection.nodes !== undefined || (connection.client as { isCluster?: unknown } | undefined)?.isCluster === true;
     this.capabilities = Object.freeze({
       durable: true,
@@ -129,7 +142,7 @@ export class RedisBackend implements Backend {
       notifications: true,
       transactions: false,
       partitionOwnership: false,
-      retention: false,
+      retention: true,
       cluster,
     });
     this.#waiters = new AppendWaiters(
@@ -178,12 +191,9 @@ export class RedisBackend implements Backend {
 
   // ---- streams and groups --------------------------------------------------
 
-  async createStream(name: string, partitions: number): Promise<void> {
+  async createStream(name: string, partitions: number, policy: RetentionPolicy | null = null): Promise<void> {
     const createdAt = this.#clock ? this.#clock.now() : Date.now();
-    const meta = JSON.stringify({ partitions, createdAt });
-    const ctx = { action: `create stream "${name}"`, stream: name, writes: true };
-    const created = await this.#command(['hsetnx', this.#keys.streams, name, meta], ctx);
-    if (created === 0) throw new RheoError('already_exists', `stream "${name}" already exists`, { stream: name });
+    await retention.createStream(this.#host, name, partitions, policy, createdAt);
   }
 
   async listStreams(): Promise<StreamInfo[]> {
@@ -193,18 +203,19 @@ export class RedisBackend implements Backend {
       ? Array.from({ length: reply.length / 2 }, (_, i) => [reply[2 * i] as string, reply[2 * i + 1] as string])
       : Object.entries(reply as Record<string, string>);
     const ctx = { action: 'list streams', writes: false };
-    // Redis never trims (no `retention` capability): every low watermark is 1.
+    const policies = await retention.policies(this.#host);
     const out: StreamInfo[] = await Promise.all(
       entries.map(async ([name, raw]) => {
         const meta = JSON.parse(raw) as StreamMeta;
-        const highs = await Promise.all(
-          range(meta.partitions).map((p) => this.#command(['hget', this.#keys.partition(name, p).meta, 'hw'], { ...ctx, stream: name })),
-        );
+        const marks = (await Promise.all(
+          range(meta.partitions).map((p) => this.#command(['hmget', this.#keys.partition(name, p).meta, 'hw', 'lw'], { ...ctx, stream: name })),
+        )) as Array<[string | null, string | null]>;
         const watermarks: StreamInfo['watermarks'] = {};
-        highs.forEach((h, p) => {
-          watermarks[p] = { lowWatermark: 1, highWatermark: Number(h ?? 0) };
+        marks.forEach(([h, l], p) => {
+          watermarks[p] = { lowWatermark: Number(l ?? 1), highWatermark: Number(h ?? 0) };
         });
-        return { name, partitions: meta.partitions, createdAt: new Date(meta.createdAt), retention: null, watermarks };
+        const policy = policies.get(name);
+        return { name, partitions: meta.partitions, createdAt: new Date(meta.createdAt), retention: policy ? { ...policy } : null, watermarks };
       }),
     );
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -216,12 +227,15 @@ export class RedisBackend implements Backend {
    * short leaves no catalog entry, and a retry completes it.
    */
   async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
+    // Looked up afresh: the stream may have been deleted (and created again) since it was cached.
+    this.#forget(stream);
     const meta = await this.#stream(stream);
     const ctx = { action: `create group "${group}" on stream "${stream}"`, stream, group, writes: true };
     const covered = partitionList(stream, meta.partitions, spec.partitions ?? null);
     checkStart(stream, group, meta, spec.start, covered);
     const exists = await this.#command(['hexists', this.#keys.groups(stream), group], { ...ctx, writes: false });
     if (exists === 1) throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
+    await retention.finishGroupDeletion(this.#host, stream, group, meta.partitions);
     await Promise.all(
       covered.map((p) => this.#group(INIT_GROUP, stream, group, p, startArgs(spec.start, p), ctx)),
     );
@@ -285,12 +299,16 @@ export class RedisBackend implements Backend {
     await Promise.all(
       [...byPartition].map(async ([p, indexes]) => {
         const keys = this.#keys.partition(stream, p);
-        const args: (string | number)[] = [channel];
+        const args: (string | number)[] = [channel, meta.inc ?? ''];
         for (const i of indexes) {
           const input = inputs[i]!;
           args.push(ids[i]!, input.id === null ? '0' : '1', input.timestamp.getTime(), input.size, encodeEvent(ids[i]!, input));
         }
-        const replies = (await this.#run(APPEND, [keys.log, keys.meta, keys.ids], args, ctx)) as Array<[string, number, string?, string?, string?]>;
+        const replies = (await this.#run(APPEND, [keys.log, keys.meta, keys.ids], args, ctx).catch((error: unknown) => {
+          // Deleted since this process cached it: forget it, so the next call looks again.
+          if (error instanceof RheoError && error.code === 'stream_not_found') this.#forget(stream);
+          throw error;
+        })) as Array<[string, number, string?, string?, string?]>;
         replies.forEach(([sequence, existed, t, , d], k) => {
           const i = indexes[k]!;
           const input = inputs[i]!;
@@ -336,6 +354,8 @@ export class RedisBackend implements Backend {
       ['xrange', this.#keys.partition(stream, partition).log, `${after + 1}-0`, '+', 'COUNT', limit],
       { action: `read stream "${stream}"`, stream, writes: false },
     )) as unknown[];
+    // Nothing read from a cached stream: another process may have deleted it (docs/semantics.md, "Other processes").
+    if (entries.length === 0 && (await this.#deletedMeanwhile(stream))) throw streamNotFound(stream);
     const out: RheoEvent[] = [];
     let bytes = 0;
     for (const raw of entries) {
@@ -345,6 +365,19 @@ export class RedisBackend implements Backend {
       out.push(decodeEvent(stream, partition, e.sequence, e.t, e.d));
     }
     return out;
+  }
+
+  /** Looks a cached stream up again, at most once a second per name; true when it is gone (and then forgotten). */
+  async #deletedMeanwhile(stream: string): Promise<boolean> {
+    const now = Date.now();
+    if (now - (this.#rechecked.get(stream) ?? 0) < 1_000) return false;
+    this.#rechecked.set(stream, now);
+    const raw = await this.#command(['hget', this.#keys.streams, stream], { action: `look up stream "${stream}"`, stream, writes: false });
+    this.#forget(stream);
+    if (raw === null) return true;
+    // Perhaps deleted and created again: serve the stream as it is now.
+    this.#streams.set(stream, JSON.parse(raw as string) as StreamMeta);
+    return false;
   }
 
   /** Scans every event within the query's sequence bounds in the partitions asked (see query.ts). */
@@ -635,6 +668,34 @@ export class RedisBackend implements Backend {
     return counts.reduce((n: number, c) => n + Number(c), 0);
   }
 
+  // ---- retention and deletion (retention.ts) -----------------------------------
+
+  async setRetention(stream: string, policy: RetentionPolicy | null): Promise<void> {
+    await retention.setRetention(this.#host, stream, policy);
+  }
+
+  async trim(stream: string, request: TrimRequest): Promise<TrimReport> {
+    return retention.trim(this.#host, stream, request);
+  }
+
+  async deleteGroup(stream: string, group: string): Promise<void> {
+    await retention.deleteGroup(this.#host, stream, group);
+  }
+
+  async deleteStream(stream: string): Promise<void> {
+    await retention.deleteStream(this.#host, stream);
+  }
+
+  /** Drops the cached catalog entries of a stream (and of one or all of its groups). */
+  #forget(stream: string, group?: string): void {
+    if (group === undefined) {
+      this.#streams.delete(stream);
+      for (const key of this.#groups.keys()) if (key.startsWith(`${stream}\u0000`)) this.#groups.delete(key);
+    } else {
+      this.#groups.delete(`${stream}\u0000${group}`);
+    }
+  }
+
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     if (this.#closed) return Promise.resolve(false);
     return this.#waiters.wait(stream, timeoutMs, signal);
@@ -714,7 +775,11 @@ export class RedisBackend implements Backend {
   /** A group script over one partition; `now` comes first (empty: the server's TIME), then the partition. */
   #group(script: LuaScript, stream: string, group: string, partition: number, args: (string | number)[], ctx: FailureContext): Promise<unknown> {
     const now = this.#clock ? String(this.#clock.now()) : '';
-    return this.#run(script, this.#keys.group(stream, group, partition), [now, partition, ...args], ctx);
+    return this.#run(script, this.#keys.group(stream, group, partition), [now, partition, ...args], ctx).catch((error: unknown) => {
+      // No state: the group (or its stream) was deleted since this process cached it; the next call looks again.
+      if (error instanceof RheoError && error.code === 'group_not_found') this.#forget(stream);
+      throw error;
+    });
   }
 
   async #stream(stream: string): Promise<StreamMeta> {
@@ -763,7 +828,7 @@ export class RedisBackend implements Backend {
     const scope = scopeOf(stream, group, meta, g, only);
     const ctx = { action: `read progress of group "${group}" on stream "${stream}"`, stream, group, writes: false };
     const rows = (await Promise.all(scope.map((p) => this.#group(INFO, stream, group, p, [], ctx)))) as Array<
-      [string, string, string, number, number, number]
+      [string, string, string, number, number, number, string]
     >;
     const partitions: Record<number, PartitionLag> = {};
     let total = 0;
@@ -771,14 +836,13 @@ export class RedisBackend implements Backend {
     let deadLetters = 0;
     let open = 0;
     const perPartition: GroupInfo['partitions'] = {};
-    rows.forEach(([f, h, oldest, l, dl, o], i) => {
+    rows.forEach(([f, h, oldest, l, dl, o, low], i) => {
       const p = scope[i]!;
       const frontier = Number(f);
       const highWatermark = Number(h);
       const lag = Math.max(0, highWatermark - frontier);
       total += lag;
-      // Redis never trims (no `retention` capability): the first retained sequence is always 1.
-      partitions[p] = { lowWatermark: 1, frontier, highWatermark, lag, oldestUnsettledAt: lag > 0 && oldest !== '' ? new Date(Number(oldest)) : null };
+      partitions[p] = { lowWatermark: Number(low), frontier, highWatermark, lag, oldestUnsettledAt: lag > 0 && oldest !== '' ? new Date(Number(oldest)) : null };
       perPartition[p] = { inflight: l, deadLetters: dl };
       leased += l;
       deadLetters += dl;

@@ -4,7 +4,8 @@
  * (keys.ts), so on Redis Cluster the whole step runs on one slot:
  *
  *   1 log   the partition's Redis Stream; entry id `<sequence>-0`, fields t (timestamp ms), z (size), d (event JSON)
- *   2 meta  hash: hw (high watermark), last (latest timestamp), mono (0 once timestamps went backwards), dlc (dead-letter counter)
+ *   2 meta  hash: hw (high watermark), last (latest timestamp), mono (0 once timestamps went backwards), dlc (dead-letter counter),
+ *           lw (low watermark, absent: 1), inc (the stream's incarnation, written by createStream)
  *   3 st    hash: cursor (highest sequence ever offered), leased (count)
  *   4 d     hash: sequence -> open delivery `state|attempt|leasedAt|visibleAt|leaseId|consumerId`
  *   5 o     zset: open sequences (score = sequence), for the frontier and the storage gauge
@@ -34,6 +35,8 @@ end
 local PART = tonumber(ARGV[2])
 
 local function high() return tonumber(redis.call('HGET', KMETA, 'hw') or '0') end
+-- First retained sequence (a trim raises it; lua/retention-scripts.ts).
+local function low() return tonumber(redis.call('HGET', KMETA, 'lw') or '1') end
 local function cursor()
   local c = redis.call('HGET', KST, 'cursor')
   if not c then return nil end
@@ -151,7 +154,7 @@ local function ts_of(s) return tonumber(entry(s)[2]) end
 local function first_at(at)
   local h = high()
   if redis.call('HGET', KMETA, 'mono') ~= '0' then
-    local lo, hi = 1, h + 1
+    local lo, hi = low(), h + 1
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
       if ts_of(mid) < at then lo = mid + 1 else hi = mid end
@@ -175,7 +178,8 @@ local function start_cursor(kind, value)
     if f then return f - 1 end
     return high()
   end
-  return tonumber(value)
+  -- A start below the low watermark starts at it (docs/semantics.md, "Retention").
+  return math.max(tonumber(value), low() - 1)
 end
 local function require_group()
   if not cursor() then return redis.error_reply('RHEO_NOGROUP the group has no state in this partition') end

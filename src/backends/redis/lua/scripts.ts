@@ -9,14 +9,15 @@ import { GROUP_PRELUDE } from './group-prelude.js';
 export interface LuaScript {
   readonly name: string;
   readonly source: string;
-  /** Number of KEYS the script declares. */
+  /** Number of KEYS the script declares; -1 when it varies (a script over every group of a partition). */
   readonly keys: number;
 }
 
 const group = (name: string, body: string): LuaScript => ({ name, source: GROUP_PRELUDE + body, keys: 10 });
 
 /**
- * KEYS: log, meta, ids. ARGV[1]: pub/sub channel ('' for none); then per
+ * KEYS: log, meta, ids. ARGV[1]: pub/sub channel ('' for none); ARGV[2]: the
+ * stream's incarnation ('' for a stream created before incarnations); then per
  * event: id, check ('1' when the caller gave the id), timestamp ms, size,
  * event JSON. Allocating the sequence (HINCRBY-free: hw is read, bumped and
  * written in the same script) and adding the entry are one step, so no crash
@@ -29,13 +30,15 @@ export const APPEND: LuaScript = {
   source: `
 local KLOG, KMETA, KIDS = KEYS[1], KEYS[2], KEYS[3]
 local function fmt(n) return string.format('%d', n) end
+-- A stream deleted since the caller looked it up has no incarnation here: write nothing.
+if ARGV[2] ~= '' and redis.call('HGET', KMETA, 'inc') ~= ARGV[2] then return redis.error_reply('RHEO_NOSTREAM the stream was deleted') end
 local h = tonumber(redis.call('HGET', KMETA, 'hw') or '0')
 local last = redis.call('HGET', KMETA, 'last')
 if last then last = tonumber(last) end
 local mono = redis.call('HGET', KMETA, 'mono') ~= '0'
 local out = {}
 local added = 0
-for i = 2, #ARGV, 5 do
+for i = 3, #ARGV, 5 do
   local id = ARGV[i]
   local existing = false
   if ARGV[i + 1] == '1' then existing = redis.call('HGET', KIDS, id) end
@@ -357,7 +360,7 @@ return out
 
 /**
  * Read-only figures of the group in the partition: `{frontier, high
- * watermark, timestamp of frontier + 1 or '', leased, dead letters, open}`.
+ * watermark, timestamp of frontier + 1 or '', leased, dead letters, open, low watermark}`.
  */
 export const INFO = group(
   'info',
@@ -366,7 +369,7 @@ local err = require_group() if err then return err end
 local f, h = frontier(), high()
 local oldest = ''
 if h > f then oldest = entry(f + 1)[2] end
-return { fmt(f), fmt(h), oldest, tonumber(redis.call('HGET', KST, 'leased') or '0'), redis.call('HLEN', KDL), redis.call('ZCARD', KO) }
+return { fmt(f), fmt(h), oldest, tonumber(redis.call('HGET', KST, 'leased') or '0'), redis.call('HLEN', KDL), redis.call('ZCARD', KO), fmt(low()) }
 `,
 );
 
@@ -390,7 +393,7 @@ if mode == 'ids' then
   return 1
 end
 local from
-if mode == 'at' then from = first_at(tonumber(ARGV[4])) else from = tonumber(ARGV[4]) end
+if mode == 'at' then from = first_at(tonumber(ARGV[4])) else from = math.max(tonumber(ARGV[4]), low()) end
 if not from then return 0 end
 local c = cursor()
 if from - 1 < c then redis.call('HSET', KST, 'cursor', fmt(from - 1)) end
