@@ -26,34 +26,9 @@ async function frontiers(rheo: Rheo): Promise<number[]> {
   return Object.values(lag.partitions).map((p) => p.frontier);
 }
 
-/** Backends that implement partition ownership today; the others must refuse it. */
-const OWNERSHIP_BACKENDS = new Set(['memory', 'postgres']);
-
-for (const factory of backendFactories.filter((f) => !OWNERSHIP_BACKENDS.has(f.name))) {
-  describe(`consume({ assignment: 'partitions' }) (${factory.name})`, () => {
-    it('is refused with unsupported, naming the capability, while the backend lacks partition ownership', async () => {
-      const clock = new ManualClock();
-      const rheo = createRheo({ backend: await factory.make(clock), clock });
-      try {
-        expect(rheo.capabilities.partitionOwnership).toBe(false);
-        await rheo.createStream('s', { partitions: 2 });
-        await rheo.createGroup('s', 'g');
-        let error: unknown = null;
-        try {
-          rheo.consume({ stream: 's', group: 'g', assignment: 'partitions', handler: () => undefined });
-        } catch (e) {
-          error = e;
-        }
-        expect(error).toMatchObject({ code: 'unsupported' });
-        expect(String((error as Error).message)).toContain('partitionOwnership');
-      } finally {
-        await rheo.close();
-      }
-    });
-  });
-}
-
-for (const factory of backendFactories.filter((f) => OWNERSHIP_BACKENDS.has(f.name))) {
+// Every backend implements partition ownership (memory, PostgreSQL, Redis), so
+// every one runs these cases.
+for (const factory of backendFactories) {
   describe(`consume({ assignment: 'partitions' }) (${factory.name})`, () => {
     let current: Fx | null = null;
     let consumers: PartitionConsumer[] = [];

@@ -70,6 +70,19 @@ export class KeyLayout {
     return [`${base}:log`, `${base}:meta`, `${g}:st`, `${g}:d`, `${g}:o`, `${g}:t`, `${g}:r`, `${g}:h`, `${g}:dl`, `${g}:dlo`];
   }
 
+  /**
+   * Partition ownership: a group's membership state, under a hash tag of its
+   * own (`|g|` cannot be a partition number), read and written by one key at a time.
+   */
+  members(stream: string, group: string): string {
+    return `${this.prefix}:{${this.prefix}|${stream}|g|${group}}:members`;
+  }
+
+  /** Partition ownership: the fence of a group in one partition, in the partition's slot (ownership.ts). */
+  owner(stream: string, group: string, partition: number): string {
+    return `${this.#base(stream, partition)}:g:${group}:own`;
+  }
+
   #base(stream: string, partition: number): string {
     return `${this.prefix}:{${this.prefix}|${stream}|${partition}}`;
   }
