@@ -116,7 +116,12 @@ interface StoredState {
 
 function decodeState(raw: string, partitions: number): MembershipState {
   if (raw === '') return { groupGeneration: 0, members: new Map(), slots: Array.from({ length: partitions }, emptySlot) };
-  const stored = JSON.parse(raw) as StoredState;
+  let stored: StoredState;
+  try {
+    stored = JSON.parse(raw) as StoredState;
+  } catch (error) {
+    throw new RheoError('internal', `the group's membership state in Redis is not valid JSON: ${(error as Error).message}`, { cause: error });
+  }
   const slots = stored.s.map((x) => ({ owner: x.o, target: x.t, generation: x.g, revokedAt: x.r }));
   while (slots.length < partitions) slots.push(emptySlot());
   return { groupGeneration: stored.gg, members: new Map(stored.m), slots };
