@@ -289,6 +289,12 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
 
     it('deleting a group ends its membership; a new group of the same name starts with no members', async () => {
       const rheo = await setup(2);
+      // Deleting a group is the `retention` capability (issue 14); a backend
+      // without it yet refuses the delete, and there is nothing more to check.
+      if (!rheo.capabilities.retention) {
+        await expectCode(rheo.deleteGroup('s', 'g', { confirm: true }), 'unsupported');
+        return;
+      }
       const a = await beat(rheo, 'a');
       await beat(rheo, 'b');
       await rheo.deleteGroup('s', 'g', { confirm: true });

@@ -1,11 +1,13 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Backend } from '../../src/core/backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { PartitionConsumer } from '../../src/consumer/partition-consumer.js';
 import type { PartitionConsumeOptions } from '../../src/consumer/partition-options.js';
 import { systemTimers, type Timers } from '../../src/producer/timers.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { backendFactories } from '../support/backends.js';
+import { makeRedisTestBackend, redisTarget } from '../support/redis.js';
 import { waitFor } from './harness.js';
 
 interface Fx {
@@ -26,34 +28,15 @@ async function frontiers(rheo: Rheo): Promise<number[]> {
   return Object.values(lag.partitions).map((p) => p.frontier);
 }
 
-/** Backends that implement partition ownership today; the others must refuse it. */
-const OWNERSHIP_BACKENDS = new Set(['memory', 'postgres']);
+// Every backend implements partition ownership (memory, PostgreSQL, Redis), so
+// every one runs these cases; Redis also on a Cluster, where a group's
+// membership and each partition's fence live on different slots.
+const factories: Array<{ name: string; make(clock: ManualClock): Promise<Backend> }> =
+  process.env.RHEO_MEMORY_ONLY === '1'
+    ? backendFactories
+    : [...backendFactories, { name: 'redis cluster', make: async (clock) => makeRedisTestBackend(await redisTarget('cluster'), clock) }];
 
-for (const factory of backendFactories.filter((f) => !OWNERSHIP_BACKENDS.has(f.name))) {
-  describe(`consume({ assignment: 'partitions' }) (${factory.name})`, () => {
-    it('is refused with unsupported, naming the capability, while the backend lacks partition ownership', async () => {
-      const clock = new ManualClock();
-      const rheo = createRheo({ backend: await factory.make(clock), clock });
-      try {
-        expect(rheo.capabilities.partitionOwnership).toBe(false);
-        await rheo.createStream('s', { partitions: 2 });
-        await rheo.createGroup('s', 'g');
-        let error: unknown = null;
-        try {
-          rheo.consume({ stream: 's', group: 'g', assignment: 'partitions', handler: () => undefined });
-        } catch (e) {
-          error = e;
-        }
-        expect(error).toMatchObject({ code: 'unsupported' });
-        expect(String((error as Error).message)).toContain('partitionOwnership');
-      } finally {
-        await rheo.close();
-      }
-    });
-  });
-}
-
-for (const factory of backendFactories.filter((f) => OWNERSHIP_BACKENDS.has(f.name))) {
+for (const factory of factories) {
   describe(`consume({ assignment: 'partitions' }) (${factory.name})`, () => {
     let current: Fx | null = null;
     let consumers: PartitionConsumer[] = [];

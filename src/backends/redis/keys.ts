@@ -69,7 +69,7 @@ export class KeyLayout {
    * (e.g. partition ownership) must be added here, at the end.
    */
   groupKeysInPartition(stream: string, group: string, partition: number): string[] {
-    return this.groupState(stream, group, partition);
+    return [...this.groupState(stream, group, partition), this.owner(stream, group, partition)];
   }
 
   /** The eight state keys of a group in a partition that a trim reads and prunes (st, d, o, t, r, h, dl, dlo), in that order. */
@@ -83,12 +83,12 @@ export class KeyLayout {
   }
 
   /**
-   * Every key a group owns outside its partitions (none yet; partition
-   * ownership's member and assignment keys belong here). deleteGroup and
-   * deleteStream delete them with single-key commands after the partitions.
+   * Every key a group owns outside its partitions: partition ownership's
+   * membership state. deleteGroup and deleteStream delete them with
+   * single-key commands after the partitions.
    */
-  groupKeysOfStream(_stream: string, _group: string): string[] {
-    return [];
+  groupKeysOfStream(stream: string, group: string): string[] {
+    return [this.members(stream, group)];
   }
 
   appendChannel(stream: string): string {
@@ -110,6 +110,19 @@ export class KeyLayout {
     const base = this.#base(stream, partition);
     const g = `${base}:g:${group}`;
     return [`${base}:log`, `${base}:meta`, `${g}:st`, `${g}:d`, `${g}:o`, `${g}:t`, `${g}:r`, `${g}:h`, `${g}:dl`, `${g}:dlo`];
+  }
+
+  /**
+   * Partition ownership: a group's membership state, under a hash tag of its
+   * own (`|g|` cannot be a partition number), read and written by one key at a time.
+   */
+  members(stream: string, group: string): string {
+    return `${this.prefix}:{${this.prefix}|${stream}|g|${group}}:members`;
+  }
+
+  /** Partition ownership: the fence of a group in one partition, in the partition's slot (ownership.ts). */
+  owner(stream: string, group: string, partition: number): string {
+    return `${this.#base(stream, partition)}:g:${group}:own`;
   }
 
   #base(stream: string, partition: number): string {

@@ -2,6 +2,11 @@ import type {
   AppendOutcome,
   Backend,
   BackendCapabilities,
+  CommitOp,
+  GroupMembership,
+  HeartbeatRequest,
+  MemberView,
+  OwnershipFence,
   FetchRequest,
   GroupSpec,
   GroupStart,
@@ -43,7 +48,9 @@ import {
   SETTLE,
   type LuaScript,
 } from './lua/scripts.js';
+import { FENCING_VARIANTS } from './lua/ownership-scripts.js';
 import { AppendWaiters } from './notifications.js';
+import { RedisOwnership } from './ownership.js';
 import { matchingSequences, queryPartitions } from './query.js';
 import * as retention from './retention.js';
 
@@ -116,6 +123,8 @@ export class RedisBackend implements Backend {
   #client: Promise<RedisClientLike> | null = null;
   #owned: RedisClientLike | null = null;
   #closed = false;
+  /** Partition ownership (ownership.ts). */
+  readonly #ownership: RedisOwnership;
 
   constructor(connection: RedisBackendConfig, options: RedisBackendOptions = {}) {
     this.#connection = checkConnection(connection);
@@ -141,9 +150,19 @@ export class RedisBackend implements Backend {
       distributed: true,
       notifications: true,
       transactions: false,
-      partitionOwnership: false,
+      partitionOwnership: true,
       retention: true,
       cluster,
+    });
+    this.#ownership = new RedisOwnership({
+      keys: this.#keys,
+      now: () => (this.#clock ? String(this.#clock.now()) : ''),
+      run: (script, keys, args, ctx) => this.#run(script, keys, args, ctx),
+      group: async (stream, group) => {
+        const { meta, g } = await this.#groupMeta(stream, group);
+        return { partitions: meta.partitions, covered: coveredOf(meta, g) };
+      },
+      nextDeathOrder: () => this.#nextDeathOrder(),
     });
     this.#waiters = new AppendWaiters(
       async () => {
@@ -696,6 +715,32 @@ export class RedisBackend implements Backend {
     }
   }
 
+  // ---- partition ownership (ownership.ts) -----------------------------------------
+
+  heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+    return this.#ownership.heartbeat(stream, group, request);
+  }
+
+  leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    return this.#ownership.leaveGroup(stream, group, memberId);
+  }
+
+  releasePartitions(fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+    return this.#ownership.releasePartitions(fences);
+  }
+
+  readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+    return this.#ownership.readOwned(fence, after, limit, maxBytes);
+  }
+
+  commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    return this.#ownership.commit(ops);
+  }
+
+  members(stream: string, group: string): Promise<GroupMembership> {
+    return this.#ownership.members(stream, group);
+  }
+
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     if (this.#closed) return Promise.resolve(false);
     return this.#waiters.wait(stream, timeoutMs, signal);
@@ -772,10 +817,18 @@ export class RedisBackend implements Backend {
     return this.#scripts.run(client, script, keys, args, ctx);
   }
 
-  /** A group script over one partition; `now` comes first (empty: the server's TIME), then the partition. */
+  /**
+   * A group script over one partition; `now` comes first (empty: the server's TIME), then the partition.
+   * REPLAY, RESET_GROUP and REDRIVE run as their variants that also fence the partition's owner (ownership.ts).
+   */
   #group(script: LuaScript, stream: string, group: string, partition: number, args: (string | number)[], ctx: FailureContext): Promise<unknown> {
     const now = this.#clock ? String(this.#clock.now()) : '';
-    return this.#run(script, this.#keys.group(stream, group, partition), [now, partition, ...args], ctx).catch((error: unknown) => {
+    const fencing = FENCING_VARIANTS.get(script);
+    const keys = this.#keys.group(stream, group, partition);
+    const run = fencing
+      ? this.#run(fencing, [...keys, this.#keys.owner(stream, group, partition)], [now, partition, ...args], ctx)
+      : this.#run(script, keys, [now, partition, ...args], ctx);
+    return run.catch((error: unknown) => {
       // No state: the group (or its stream) was deleted since this process cached it; the next call looks again.
       if (error instanceof RheoError && error.code === 'group_not_found') this.#forget(stream);
       throw error;
