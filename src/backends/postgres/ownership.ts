@@ -20,7 +20,7 @@ import {
 } from '../../core/membership.js';
 import type { RheoEvent } from '../../core/types.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
-import { txQuery, type Queryable } from './connection.js';
+import { txQuery, type Queryable, type Runner } from './connection.js';
 import type { LeaseContext } from './leases.js';
 import { toEvent, type EventRow } from './rows.js';
 
@@ -146,13 +146,20 @@ export async function readOwned(ctx: LeaseContext, fence: OwnershipFence, after:
   return rows.filter((r) => r.id !== null).map((r) => toEvent(g.stream.name, r));
 }
 
-export async function commit(ctx: LeaseContext, ops: CommitOp[]): Promise<SettleOutcome[]> {
+/**
+ * Offset commits (sql/ownership.ts commitSql). `runner` is the pool by
+ * default, or an application's transaction (transaction.ts): the owner row's
+ * share lock and the cursor's row lock are then held until that transaction
+ * ends, so an ownership change of the partition waits for it and the
+ * handler's writes commit with the offset or not at all.
+ */
+export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
   const groups = await groupsOf(ctx.catalog, ops);
   const sent = ops.flatMap((op, i) => (groups[i] ? [{ op, g: groups[i]!, i }] : []));
   const status = new Map<number, { status: string; high_watermark: number }>();
   if (sent.length > 0) {
     const dead = sent.flatMap((s, k) => s.op.deadLetters.map((d) => ({ ...d, k: k + 1 })));
-    const rows = await ctx.db.query<{ i: number; status: string; high_watermark: number }>(
+    const rows = await runner.query<{ i: number; status: string; high_watermark: number }>(
       { action: `commit ${sent.length} partition(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true },
       ctx.sql.ownership.commit,
       [
