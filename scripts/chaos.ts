@@ -47,27 +47,36 @@ process.stdout.write(`${formatTable(results)}\n`);
 const failures = formatFailures(results);
 if (failures) process.stdout.write(`\n${failures}\n`);
 
-// Exactly-once effects (consume({ transaction: true })) under SIGKILLs and terminated connections.
+// Exactly-once effects (consume({ transaction: true })) under SIGKILLs and terminated connections:
+// competing consumers, and partition ownership (the offset commit joins the transaction, and every kill moves partitions).
 let exactlyOncePassed = true;
-if (only.length === 0 || only.some((o) => 'exactly-once'.includes(o))) {
+const exactlyOnceRuns = [
+  { name: 'exactly-once', assignment: 'leases', partitions: 4, leaseMs: 3_000 },
+  { name: 'exactly-once partitions', assignment: 'partitions', partitions: 8, leaseMs: 2_000 },
+] as const;
+for (const run of exactlyOnceRuns) {
+  if (only.length > 0 && !only.some((o) => run.name.includes(o))) continue;
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
   try {
     const events = Math.round(20_000 * scale);
-    process.stderr.write('exactly-once: ');
+    process.stderr.write(`${run.name}: `);
     const eo = await runExactlyOnce({
       url: cluster.url(),
       schema: 'exactly_once',
+      assignment: run.assignment,
+      partitions: run.partitions,
       events,
       workers: 4,
-      leaseMs: 3_000,
+      leaseMs: run.leaseMs,
       seed: 13,
       faultEveryMs: 2_000,
       timeoutMs: 30 * 60_000,
     });
-    exactlyOncePassed = eo.rows === events && eo.distinct === events && eo.duplicated === 0 && eo.missing === 0 && eo.lag === 0;
-    process.stderr.write(`${exactlyOncePassed ? 'pass' : 'FAIL'} (${eo.seconds.toFixed(1)} s)\n`);
+    const passed = eo.rows === events && eo.distinct === events && eo.duplicated === 0 && eo.missing === 0 && eo.lag === 0;
+    exactlyOncePassed &&= passed;
+    process.stderr.write(`${passed ? 'pass' : 'FAIL'} (${eo.seconds.toFixed(1)} s)\n`);
     process.stdout.write(
-      `\nexactly-once: ${events} events, ${eo.kills} SIGKILLs, ${eo.terminations} connections terminated; ` +
+      `\n${run.name}: ${events} events, ${eo.kills} SIGKILLs, ${eo.terminations} connections terminated; ` +
         `${eo.rows} effect rows, ${eo.distinct} distinct, ${eo.duplicated} duplicated, ${eo.missing} missing, lag ${eo.lag}\n`,
     );
   } finally {
