@@ -1,8 +1,12 @@
 /**
  * `npm run chaos`: every chaos scenario at full length against its own
  * throwaway PostgreSQL cluster (default durability, since the restart
- * scenarios test what survives), then one table. Exits 1 on any lost event,
- * accepted stale settle, sequence gap, process crash or undrained group.
+ * scenarios test what survives), then one table; then exactly-once effects
+ * (competing consumers and partition ownership with `transaction: true`)
+ * and the partition-ownership process scenarios, with their own table.
+ * Exits 1 on any lost event, accepted stale settle or commit, sequence gap,
+ * process crash, undrained group, duplicated effect, duplicate beyond crash
+ * redeliveries, per-key order violation or overlapping tenure.
  *
  *     npm run chaos                      # all scenarios, full length
  *     npm run chaos -- --scale=0.2       # shorter
@@ -16,6 +20,13 @@ import { bundleChildren } from '../test/chaos/child-bundle.js';
 import { runScenario, type ScenarioResult } from '../test/chaos/scenario.js';
 import { chaosScenarios } from '../test/chaos/scenarios.js';
 import { runExactlyOnce } from '../test/chaos/exactly-once.js';
+import {
+  PARTITION_SCENARIOS,
+  formatPartitionFailures,
+  formatPartitionTable,
+  runPartitionScenario,
+  type PartitionScenarioResult,
+} from '../test/chaos/partition-ownership.js';
 import { formatFailures, formatTable } from '../test/chaos/table.js';
 import { startThrowawayPostgres } from './throwaway-postgres.js';
 
@@ -83,4 +94,23 @@ for (const run of exactlyOnceRuns) {
     cluster.stop();
   }
 }
-process.exitCode = results.every((r) => r.passed) && exactlyOncePassed ? 0 : 1;
+// Partition ownership (issue 11): member processes SIGKILLed, SIGSTOPped past their session, restarted one by one.
+const partitionResults: PartitionScenarioResult[] = [];
+const partitionScenarios = PARTITION_SCENARIOS.filter((name) => only.length === 0 || only.some((o) => name.toLowerCase().includes(o) || 'partition ownership'.includes(o)));
+if (partitionScenarios.length > 0) {
+  const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
+  try {
+    for (const [i, name] of partitionScenarios.entries()) {
+      process.stderr.write(`partition ownership, ${name}: `);
+      const result = await runPartitionScenario(name, { url: cluster.url(), schema: `partitions_${i}`, scale: scale * 5 });
+      partitionResults.push(result);
+      process.stderr.write(`${result.passed ? 'pass' : 'FAIL'} (${result.events} events, ${result.seconds.toFixed(1)} s)\n`);
+    }
+  } finally {
+    cluster.stop();
+  }
+  process.stdout.write(`\n${formatPartitionTable(partitionResults)}\n`);
+  const failed = formatPartitionFailures(partitionResults);
+  if (failed) process.stdout.write(`\n${failed}\n`);
+}
+process.exitCode = results.every((r) => r.passed) && exactlyOncePassed && partitionResults.every((r) => r.passed) ? 0 : 1;
