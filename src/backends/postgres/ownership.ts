@@ -104,14 +104,14 @@ export async function leaveGroup(ctx: LeaseContext, stream: string, group: strin
 }
 
 /** Looks each distinct (stream, group) up once; `null` for one that does not exist. */
-async function groupsOf(catalog: Catalog, items: OwnershipFence[]): Promise<Array<GroupRef | null>> {
+async function groupsOf(catalog: Catalog, items: OwnershipFence[], runner?: Runner): Promise<Array<GroupRef | null>> {
   const found = new Map<string, GroupRef | null>();
   const out: Array<GroupRef | null> = [];
   for (const item of items) {
     const key = `${item.stream}\u0000${item.group}`;
     let g = found.get(key);
     if (g === undefined) {
-      g = await catalog.findGroup(item.stream, item.group);
+      g = await catalog.findGroup(item.stream, item.group, runner);
       found.set(key, g);
     }
     out.push(g && item.partition < g.stream.partitions ? g : null);
@@ -154,7 +154,8 @@ export async function readOwned(ctx: LeaseContext, fence: OwnershipFence, after:
  * handler's writes commit with the offset or not at all.
  */
 export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
-  const groups = await groupsOf(ctx.catalog, ops);
+  // A cache miss is looked up on the same runner: a transaction never waits for a second pooled connection.
+  const groups = await groupsOf(ctx.catalog, ops, runner);
   const sent = ops.flatMap((op, i) => (groups[i] ? [{ op, g: groups[i]!, i }] : []));
   const status = new Map<number, { status: string; high_watermark: number }>();
   if (sent.length > 0) {
