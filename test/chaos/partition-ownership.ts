@@ -32,6 +32,8 @@ export interface Committed {
   upTo: number;
   generation: number;
   status: string;
+  /** When the member sent it (`t` is when the answer came back). */
+  sentAt: number;
 }
 
 /** One member process and what it printed. */
@@ -63,7 +65,7 @@ export class Member {
     if (kind === 'handled') {
       this.handled.push({ member: this.id, t: Number(f[0]), partition: Number(f[1]), sequence: Number(f[2]), key: f[3]!, generation: Number(f[4]) });
     } else if (kind === 'commit') {
-      this.commits.push({ member: this.id, t: Number(f[0]), partition: Number(f[1]), upTo: Number(f[2]), generation: Number(f[3]), status: f[4]! });
+      this.commits.push({ member: this.id, t: Number(f[0]), partition: Number(f[1]), upTo: Number(f[2]), generation: Number(f[3]), status: f[4]!, sentAt: Number(f[5]) });
     }
   }
 
@@ -297,7 +299,6 @@ async function sigstop(rheo: Rheo, start: Start, n: (count: number) => number): 
   await until(async () => (await owners(rheo)).every((o) => o === 'm2'), "m1's partitions to move to m2", 30_000);
   const oldGenerations = new Set(m1.handled.map((h) => `${h.partition}/${h.generation}`));
   const m1Partitions = new Set(m1.handled.map((h) => h.partition));
-  const committedBefore = m1.commits.length;
   await until(() => m2.handled.some((h) => m1Partitions.has(h.partition)), 'm2 to work on a partition of m1', 30_000);
   const resumedAt = performance.timeOrigin + performance.now();
   m1.process.kill('SIGCONT');
@@ -305,7 +306,10 @@ async function sigstop(rheo: Rheo, start: Start, n: (count: number) => number): 
   // next heartbeat tells it first and it drops the batch.
   await until(async () => (await rheo.lag('s', 'g')).lag === 0, 'the group to drain');
   await Promise.all([m1, m2].map((m) => m.terminate()));
-  const late = m1.commits.slice(committedBefore).filter((c) => oldGenerations.has(`${c.partition}/${c.generation}`));
+  // Commits m1 sent under its old generations once stopped (so, after it
+  // resumed: a stopped process sends nothing). One sent before the pause
+  // may still answer ok after it: the store checked the fence when it ran it.
+  const late = m1.commits.filter((c) => c.sentAt >= pausedAt && oldGenerations.has(`${c.partition}/${c.generation}`));
   // Per partition, the commits that landed come from ever newer generations.
   const landed = [...m1.commits, ...m2.commits].filter((c) => c.status === 'ok').sort((a, b) => a.t - b.t);
   const generationsInOrder = [0, 1, 2, 3].every((p) => {

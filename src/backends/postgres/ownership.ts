@@ -24,6 +24,9 @@ import { txQuery, type Queryable, type Runner } from './connection.js';
 import type { LeaseContext } from './leases.js';
 import { toEvent, type EventRow } from './rows.js';
 
+/** Idle limit of a heartbeat's or leave's transaction, which holds the group's ownership lock. */
+export const GROUP_LOCK_IDLE_MS = 5_000;
+
 type SlotRow = [partition: number, owner: string | null, target: string | null, generation: number, revokedAtMs: number | null];
 
 interface Loaded {
@@ -42,6 +45,11 @@ function label(g: GroupRef, action: string) {
  * membership with the owner rows locked (sql/ownership.ts).
  */
 async function load(ctx: LeaseContext, tx: Queryable, g: GroupRef, refuseLeased: boolean): Promise<Loaded> {
+  // The group lock below stops every heartbeat of the group until this
+  // transaction ends: a member frozen in the middle of it (SIGSTOP, a long
+  // pause) must not stall the others for good, so the server ends it once
+  // it has been idle that long, and the lock with it.
+  await txQuery(tx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", [String(GROUP_LOCK_IDLE_MS)]);
   const [lock] = await txQuery<{ generation: number; now_ms: number; leased: boolean }>(tx, ctx.sql.ownership.lockGroup, [g.id, ctx.now()]);
   if (!lock) throw new Error('the group ownership lock returned no row');
   if (refuseLeased && lock.leased) throw groupModeConflict(g.stream.name, g.name);
