@@ -1,8 +1,12 @@
 /**
  * `npm run chaos`: every chaos scenario at full length against its own
  * throwaway PostgreSQL cluster (default durability, since the restart
- * scenarios test what survives), then one table. Exits 1 on any lost event,
- * accepted stale settle, sequence gap, process crash or undrained group.
+ * scenarios test what survives), then one table; then exactly-once effects
+ * (competing consumers and partition ownership with `transaction: true`)
+ * and the partition-ownership process scenarios, with their own table.
+ * Exits 1 on any lost event, accepted stale settle or commit, sequence gap,
+ * process crash, undrained group, duplicated effect, duplicate beyond crash
+ * redeliveries, per-key order violation or overlapping tenure.
  *
  *     npm run chaos                      # all scenarios, full length
  *     npm run chaos -- --scale=0.2       # shorter
@@ -16,6 +20,13 @@ import { bundleChildren } from '../test/chaos/child-bundle.js';
 import { runScenario, type ScenarioResult } from '../test/chaos/scenario.js';
 import { chaosScenarios } from '../test/chaos/scenarios.js';
 import { runExactlyOnce } from '../test/chaos/exactly-once.js';
+import {
+  PARTITION_SCENARIOS,
+  formatPartitionFailures,
+  formatPartitionTable,
+  runPartitionScenario,
+  type PartitionScenarioResult,
+} from '../test/chaos/partition-ownership.js';
 import { formatFailures, formatTable } from '../test/chaos/table.js';
 import { startThrowawayPostgres } from './throwaway-postgres.js';
 
@@ -47,31 +58,59 @@ process.stdout.write(`${formatTable(results)}\n`);
 const failures = formatFailures(results);
 if (failures) process.stdout.write(`\n${failures}\n`);
 
-// Exactly-once effects (consume({ transaction: true })) under SIGKILLs and terminated connections.
+// Exactly-once effects (consume({ transaction: true })) under SIGKILLs and terminated connections:
+// competing consumers, and partition ownership (the offset commit joins the transaction, and every kill moves partitions).
 let exactlyOncePassed = true;
-if (only.length === 0 || only.some((o) => 'exactly-once'.includes(o))) {
+const exactlyOnceRuns = [
+  { name: 'exactly-once', assignment: 'leases', partitions: 4, leaseMs: 3_000 },
+  { name: 'exactly-once partitions', assignment: 'partitions', partitions: 8, leaseMs: 2_000 },
+] as const;
+for (const run of exactlyOnceRuns) {
+  if (only.length > 0 && !only.some((o) => run.name.includes(o))) continue;
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
   try {
     const events = Math.round(20_000 * scale);
-    process.stderr.write('exactly-once: ');
+    process.stderr.write(`${run.name}: `);
     const eo = await runExactlyOnce({
       url: cluster.url(),
       schema: 'exactly_once',
+      assignment: run.assignment,
+      partitions: run.partitions,
       events,
       workers: 4,
-      leaseMs: 3_000,
+      leaseMs: run.leaseMs,
       seed: 13,
       faultEveryMs: 2_000,
       timeoutMs: 30 * 60_000,
     });
-    exactlyOncePassed = eo.rows === events && eo.distinct === events && eo.duplicated === 0 && eo.missing === 0 && eo.lag === 0;
-    process.stderr.write(`${exactlyOncePassed ? 'pass' : 'FAIL'} (${eo.seconds.toFixed(1)} s)\n`);
+    const passed = eo.rows === events && eo.distinct === events && eo.duplicated === 0 && eo.missing === 0 && eo.lag === 0;
+    exactlyOncePassed &&= passed;
+    process.stderr.write(`${passed ? 'pass' : 'FAIL'} (${eo.seconds.toFixed(1)} s)\n`);
     process.stdout.write(
-      `\nexactly-once: ${events} events, ${eo.kills} SIGKILLs, ${eo.terminations} connections terminated; ` +
+      `\n${run.name}: ${events} events, ${eo.kills} SIGKILLs, ${eo.terminations} connections terminated; ` +
         `${eo.rows} effect rows, ${eo.distinct} distinct, ${eo.duplicated} duplicated, ${eo.missing} missing, lag ${eo.lag}\n`,
     );
   } finally {
     cluster.stop();
   }
 }
-process.exitCode = results.every((r) => r.passed) && exactlyOncePassed ? 0 : 1;
+// Partition ownership (issue 11): member processes SIGKILLed, SIGSTOPped past their session, restarted one by one.
+const partitionResults: PartitionScenarioResult[] = [];
+const partitionScenarios = PARTITION_SCENARIOS.filter((name) => only.length === 0 || only.some((o) => name.toLowerCase().includes(o) || 'partition ownership'.includes(o)));
+if (partitionScenarios.length > 0) {
+  const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
+  try {
+    for (const [i, name] of partitionScenarios.entries()) {
+      process.stderr.write(`partition ownership, ${name}: `);
+      const result = await runPartitionScenario(name, { url: cluster.url(), schema: `partitions_${i}`, scale: scale * 5 });
+      partitionResults.push(result);
+      process.stderr.write(`${result.passed ? 'pass' : 'FAIL'} (${result.events} events, ${result.seconds.toFixed(1)} s)\n`);
+    }
+  } finally {
+    cluster.stop();
+  }
+  process.stdout.write(`\n${formatPartitionTable(partitionResults)}\n`);
+  const failed = formatPartitionFailures(partitionResults);
+  if (failed) process.stdout.write(`\n${failed}\n`);
+}
+process.exitCode = results.every((r) => r.passed) && exactlyOncePassed && partitionResults.every((r) => r.passed) ? 0 : 1;

@@ -550,10 +550,6 @@ export class Rheo {
     }
     if (assignment === 'partitions') {
       requireCapability(this.backend, 'partitionOwnership', "consume({ assignment: 'partitions' })");
-      if ((options as { transaction?: unknown }).transaction !== undefined && (options as { transaction?: unknown }).transaction !== false) {
-        // The offset commit does not join the handler's transaction yet (docs/semantics.md, "Transactions").
-        throw new RheoError('unsupported', "consume({ assignment: 'partitions', transaction: true }) is not supported yet: partition mode commits offsets outside the handler's transaction");
-      }
       const consumer = new PartitionConsumer<T>(this, options as PartitionConsumeOptions<T>);
       // Before its first heartbeat (a timer away), so the join is seen.
       const unobserve = observePartitionConsumer(consumer, this.logger, this.#telemetry);

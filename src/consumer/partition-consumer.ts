@@ -16,6 +16,8 @@ import {
   type ResolvedPartitionOptions,
 } from './partition-options.js';
 import { PartitionWorker, Slots } from './partition-worker.js';
+import { partitionTransactionalHandler } from './transactional-handler.js';
+import { requireCapability } from '../core/capabilities.js';
 
 /** An ownership call failed; the consumer retries it by itself. */
 export interface OwnershipErrorEvent {
@@ -88,8 +90,9 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
   constructor(source: PartitionSource, options: PartitionConsumeOptions<T>) {
     super();
     const o = resolvePartitionOptions(options, source.defaults, () => randomBytes(6).toString('hex'));
+    if (o.transaction) requireCapability(source.backend, 'transactions', "consume({ assignment: 'partitions', transaction: true })");
     this.#source = source;
-    this.#o = o;
+    this.#o = o.transaction ? { ...o, handler: partitionTransactionalHandler(source.backend, o, o.handler) } : o;
     this.stream = o.stream;
     this.group = o.group;
     this.memberId = o.memberId;

@@ -1,4 +1,4 @@
-import type { GroupMembership, MemberView } from '../core/backend.js';
+import type { GroupMembership, MemberView, TransactionClient } from '../core/backend.js';
 import type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from '../core/ownership-arguments.js';
 import { invalidArgument } from '../core/errors.js';
 import type { GroupInfo, JsonValue, ReadOptions, RheoEvent, SettleResult } from '../core/types.js';
@@ -23,6 +23,12 @@ export interface PartitionHandlerContext {
    * revocation stops waiting, and when `stop()` gives up waiting.
    */
   readonly signal: AbortSignal;
+  /**
+   * Only with `transaction: true`: the client of the transaction this call
+   * runs in. Write with it; an ack (or reject) commits the partition's
+   * offset in the same transaction.
+   */
+  readonly client?: TransactionClient;
 }
 
 export type PartitionHandler<T = JsonValue> = (
@@ -86,11 +92,24 @@ export interface PartitionConsumeOptions<T = JsonValue> {
   stopTimeoutMs?: number;
   /** Timer source (tests). Default real timers. */
   timers?: Timers;
+  /**
+   * Exactly-once effects (backends with the `transactions` capability,
+   * PostgreSQL): every handler call runs in its own transaction on a pooled
+   * connection and gets its `client` in the context; an ack (or reject)
+   * commits the partition's offset up to the event in that transaction,
+   * fenced by the partition's generation, so the writes and the progress
+   * commit together or not at all, and a stale owner's writes roll back.
+   * A throw, a `retry`, a timeout or a lost partition rolls them back and
+   * `onFailure` applies. Only with `orderBy: 'partition'` (the offset is a
+   * contiguous frontier: a transaction can only commit it once every
+   * earlier event is done). Default `false`. `unsupported` on other backends.
+   */
+  transaction?: boolean;
 }
 
 /** What the partition consumer calls: the facade's ownership calls, never a concrete backend. */
 export interface PartitionSource {
-  readonly backend: Pick<Backend, 'waitForAppend' | 'capabilities'>;
+  readonly backend: Pick<Backend, 'waitForAppend' | 'capabilities' | 'name' | 'beginTransaction'>;
   readonly defaults: { readonly pollMs: number };
   heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView>;
   leaveGroup(stream: string, group: string, memberId: string): Promise<void>;
@@ -120,6 +139,7 @@ export interface ResolvedPartitionOptions<T> {
   signal: AbortSignal | undefined;
   stopTimeoutMs: number;
   timers: Timers | undefined;
+  transaction: boolean;
 }
 
 export function resolvePartitionOptions<T>(
@@ -140,6 +160,14 @@ export function resolvePartitionOptions<T>(
   const onFailure = options.onFailure ?? 'dead-letter';
   if (onFailure !== 'dead-letter' && onFailure !== 'block') {
     throw invalidArgument(`onFailure must be 'dead-letter' or 'block', got ${describe(onFailure)}`);
+  }
+  if (options.transaction !== undefined && typeof options.transaction !== 'boolean') {
+    throw invalidArgument(`transaction must be true or false, got ${describe(options.transaction)}`);
+  }
+  if (options.transaction === true && orderBy === 'key') {
+    throw invalidArgument(
+      "transaction: true needs orderBy: 'partition': the offset committed in a handler's transaction covers every earlier event of the partition, which with orderBy: 'key' may still be running",
+    );
   }
   let memberId = `member-${randomId()}`;
   if (options.memberId !== undefined) {
@@ -177,5 +205,6 @@ export function resolvePartitionOptions<T>(
     signal: options.signal,
     stopTimeoutMs: optionalInteger('stopTimeoutMs', options.stopTimeoutMs, 30_000, { max: MAX_MS }),
     timers: options.timers,
+    transaction: options.transaction === true,
   };
 }

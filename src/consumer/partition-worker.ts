@@ -162,7 +162,8 @@ export class PartitionWorker<T extends JsonValue> {
           if (end.kind === 'dead') deadLetters.push({ sequence: upTo, attempt: end.attempt, reason: end.reason });
         }
         if (!(await committing) || this.fenced) return;
-        if (upTo > after) committing = this.#commit(upTo, deadLetters);
+        // With transaction: true every event's offset is already committed (in its handler's transaction, or alone for a dead letter).
+        if (upTo > after && !this.#o.transaction) committing = this.#commit(upTo, deadLetters);
         if (upTo < last) return; // aborted part-way: what finished is committed below
         after = last;
       }
@@ -269,23 +270,45 @@ export class PartitionWorker<T extends JsonValue> {
       if (this.#abort.signal.aborted) return { kind: 'aborted' };
       if (settlement.kind === 'ack') return { kind: 'done' };
       if (settlement.kind === 'reject') return { kind: 'dead', attempt, reason: settlement.reason };
-      // Partition mode runs no handler transaction, so these only come from a
-      // handler that returned another consumer's transactional outcome.
       if (settlement.kind === 'committed') {
+        // With transaction: true the offset (and a reject's dead letter)
+        // committed with the handler's writes. Without it this only comes
+        // from a handler that returned another consumer's transactional outcome.
+        if (this.#o.transaction) return this.#committedInTransaction(event.sequence, settlement.settle === 'reject');
         if (settlement.settle === 'ack') return { kind: 'done' };
         return { kind: 'dead', attempt, reason: settlement.reason ?? 'rejected' };
       }
       if (settlement.kind === 'uncommitted') {
-        if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return { kind: 'dead', attempt, reason: settlement.error.message };
+        // The partition moved on: the writes rolled back, the new owner redoes the event.
+        if (this.#fencedBy(settlement.error)) return { kind: 'aborted' };
+        if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return this.#dead(event.sequence, attempt, settlement.error.message);
         this.#report.retried();
         await sleep(this.#timers, backoffDelay(attempt, this.#o.retryBackoff), this.#abort.signal);
         continue;
       }
-      if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return { kind: 'dead', attempt, reason: settlement.reason };
+      if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return this.#dead(event.sequence, attempt, settlement.reason);
       this.#report.retried();
       const delayMs = settlement.delayMs > 0 ? settlement.delayMs : backoffDelay(attempt, this.#o.retryBackoff);
       await sleep(this.#timers, delayMs, this.#abort.signal);
     }
+  }
+
+  #committedInTransaction(sequence: number, rejected: boolean): EventEnd {
+    this.#position = sequence;
+    this.#report.committed();
+    if (rejected) this.#report.deadLettered(1);
+    return { kind: 'done' };
+  }
+
+  /**
+   * An event that failed for good. Batched with the next commit normally;
+   * with transaction: true committed alone at once, since the next event's
+   * transaction moves the frontier past it (and a dead letter is only
+   * written inside `(frontier, upTo]`).
+   */
+  async #dead(sequence: number, attempt: number, reason: string): Promise<EventEnd> {
+    if (!this.#o.transaction) return { kind: 'dead', attempt, reason };
+    return (await this.#commit(sequence, [{ sequence, attempt, reason }])) ? { kind: 'done' } : { kind: 'aborted' };
   }
 
   /** One handler call with its own signal (aborted by the worker's) and optional timeout. Never rejects. */

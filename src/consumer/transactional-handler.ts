@@ -1,9 +1,10 @@
-import type { Backend, SettleOp, TransactionClient } from '../core/backend.js';
+import type { Backend, CommitOp, SettleOp, TransactionClient } from '../core/backend.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import { settleOp } from '../core/arguments.js';
 import type { JsonValue, Lease, RheoEvent } from '../core/types.js';
 import { parseOutcome } from '../sinks/lease-outcome.js';
 import type { ConsumerHandler, HandlerContext, HandlerOutcome } from './consumer-types.js';
+import type { PartitionHandler, PartitionHandlerContext } from './partition-options.js';
 
 /** What happened to a lease whose handler ran in a transaction, once the handler's promise settled. */
 export type TransactionalSettlement =
@@ -113,4 +114,95 @@ function uncommitted(error: unknown): HandlerOutcome {
     ? error
     : new RheoError('internal', `transaction failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
   return new SettledInTransaction({ kind: 'uncommitted', error: rheoError }) as unknown as HandlerOutcome;
+}
+
+/** Where a partition handler's offset commit goes: the fence without the partition's generation and member, which the context gives. */
+export interface PartitionCommitTarget {
+  stream: string;
+  group: string;
+}
+
+/**
+ * `consume({ assignment: 'partitions', transaction: true })`: as
+ * `transactionalHandler`, but an ack or reject commits the partition's
+ * offset up to the event (with its dead letter, for a reject) in the
+ * handler's transaction instead of settling a lease. The commit is fenced
+ * by the partition's generation and holds the owner row until COMMIT, so
+ * a stale owner's writes roll back instead of committing (its answer is
+ * `stale_generation`). The unit is one handler call: partition order runs
+ * one event at a time, so each commit covers exactly the events before it.
+ */
+export function partitionTransactionalHandler<T extends JsonValue>(
+  backend: Pick<Backend, 'name' | 'beginTransaction'>,
+  target: PartitionCommitTarget,
+  handler: PartitionHandler<T>,
+): PartitionHandler<T> {
+  const begin = backend.beginTransaction?.bind(backend);
+  if (!begin) throw new RheoError('unsupported', `the ${backend.name} backend has no beginTransaction()`);
+  return async (event: RheoEvent<T>, context: PartitionHandlerContext): Promise<HandlerOutcome> => {
+    let tx;
+    try {
+      tx = await begin();
+    } catch (error) {
+      return uncommitted(error);
+    }
+    let outcome: HandlerOutcome;
+    try {
+      outcome = await handler(event, { ...contextFields(context), client: tx.client });
+    } catch (error) {
+      await tx.rollback();
+      throw error;
+    }
+    const parsed = parseOutcome(outcome);
+    if ((parsed.kind !== 'ack' && parsed.kind !== 'reject') || context.signal.aborted) {
+      await tx.rollback();
+      return outcome;
+    }
+    const commitOffset = tx.scope.commit?.bind(tx.scope);
+    if (!commitOffset) {
+      await tx.rollback();
+      return uncommitted(new RheoError('unsupported', `the ${backend.name} backend cannot commit a partition offset in a transaction`));
+    }
+    const op: CommitOp = {
+      stream: target.stream,
+      group: target.group,
+      partition: context.partition,
+      memberId: context.memberId,
+      generation: context.generation,
+      upTo: event.sequence,
+      deadLetters: parsed.kind === 'reject' ? [{ sequence: event.sequence, attempt: context.attempt, reason: parsed.reason }] : [],
+    };
+    let answer;
+    try {
+      [answer] = await commitOffset([op]);
+    } catch (error) {
+      await tx.rollback();
+      return uncommitted(error);
+    }
+    if (!answer?.ok) {
+      await tx.rollback();
+      return uncommitted(answer?.error ?? new RheoError('internal', 'commit returned no result'));
+    }
+    try {
+      await tx.commit();
+    } catch (error) {
+      return uncommitted(error);
+    }
+    return new SettledInTransaction({
+      kind: 'committed',
+      settle: parsed.kind,
+      reason: parsed.kind === 'reject' ? parsed.reason : null,
+    }) as unknown as HandlerOutcome;
+  };
+}
+
+/** The context's fields as a plain object (the signal read live is the same object). */
+function contextFields(context: PartitionHandlerContext): PartitionHandlerContext {
+  return {
+    attempt: context.attempt,
+    partition: context.partition,
+    generation: context.generation,
+    memberId: context.memberId,
+    signal: context.signal,
+  };
 }

@@ -11,7 +11,15 @@ export interface ExactlyOnceOptions {
   schema: string;
   events: number;
   workers: number;
-  /** Lease length of the workers: a killed worker's leases come back after this. */
+  /**
+   * How the workers share the group: competing consumers (`leases`, the
+   * default) or partition ownership (`partitions`), where the offset commit
+   * joins the handler's transaction.
+   */
+  assignment?: 'leases' | 'partitions';
+  /** Partitions of the stream. Default 4. */
+  partitions?: number;
+  /** Lease length (or, with partitions, session length) of the workers: a killed worker's work comes back after this. */
   leaseMs: number;
   /** Seeded choice of faults, so a run can be repeated. */
   seed: number;
@@ -36,7 +44,9 @@ export interface ExactlyOnceResult {
 
 /**
  * Exactly-once effects under faults: `events` events consumed with
- * `consume({ transaction: true })` by `workers` child processes, each
+ * `consume({ transaction: true })` (competing consumers or, with
+ * `assignment: 'partitions'`, members of partition ownership whose
+ * partitions move on every kill) by `workers` child processes, each
  * handler inserting one row per event id into a table without a unique
  * constraint. Meanwhile workers are SIGKILLed (and replaced) and their
  * connections terminated with pg_terminate_backend, at random. At the end
@@ -58,7 +68,7 @@ export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<Exact
   try {
     await rheo.migrate();
     await admin.query(`CREATE TABLE "${options.schema}".effects (event_id text NOT NULL, attempt int NOT NULL, pid int NOT NULL)`);
-    await rheo.createStream('work', { partitions: 4 });
+    await rheo.createStream('work', { partitions: options.partitions ?? 4 });
     await rheo.createGroup('work', 'effects');
     const ids: string[] = [];
     for (let i = 0; i < options.events; i += 1000) {
@@ -69,7 +79,7 @@ export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<Exact
       ids.push(...batch.map((e) => e.id));
     }
     const spawnWorker = (): void => {
-      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, options.url, options.schema, 'work', 'effects', String(options.leaseMs)], {
+      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, options.url, options.schema, 'work', 'effects', String(options.leaseMs), options.assignment ?? 'leases'], {
         stdio: ['ignore', 'ignore', 'inherit'],
       });
       children.add(child);

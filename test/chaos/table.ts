@@ -18,8 +18,13 @@ const COLUMNS: Array<[string, (r: ScenarioResult) => string]> = [
 
 /** The results as one Markdown table (it reads as well in a terminal as in the README). */
 export function formatTable(results: ScenarioResult[]): string {
-  const rows = [COLUMNS.map(([title]) => title), ...results.map((r) => COLUMNS.map(([, cell]) => cell(r)))];
-  const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return markdownTable(COLUMNS, results);
+}
+
+/** Rows as a Markdown table with these columns: the first left-aligned, the rest right-aligned. */
+export function markdownTable<R>(columns: Array<[string, (r: R) => string]>, results: R[]): string {
+  const rows = [columns.map(([title]) => title), ...results.map((r) => columns.map(([, cell]) => cell(r)))];
+  const widths = columns.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   const line = (row: string[]): string =>
     `| ${row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join(' | ')} |`;
   const rule = `|${widths.map((w, i) => (i === 0 ? `${'-'.repeat(w + 1)}-` : `${'-'.repeat(w + 1)}:`)).join('|')}|`;

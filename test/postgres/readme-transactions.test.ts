@@ -76,4 +76,16 @@ describe('README transactions examples (run verbatim)', () => {
       await client.end();
     }
   }, 240_000);
+
+  it('the partition-ownership exactly-once example runs and does what it says', async () => {
+    expect(await run('exactly-once-partitions')).toContain('exactly-once (partitions): 2 ledger row(s), lag 0');
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const ledger = await client.query(`SELECT payment_id FROM ledger ORDER BY payment_id`);
+      expect(ledger.rows.map((r: { payment_id: string }) => r.payment_id)).toEqual(['p-1', 'p-2']);
+    } finally {
+      await client.end();
+    }
+  }, 120_000);
 });

@@ -6,7 +6,7 @@
  *
  *     ready
  *     handled <t> <partition> <sequence> <key> <generation>
- *     commit <t> <partition> <upTo> <generation> ok|<code>
+ *     commit <t> <partition> <upTo> <generation> ok|<code> <sentAt>
  *     owned <t> <generation> <p,p,...>
  *     stopped
  *
@@ -34,10 +34,11 @@ const rheo = createRheo({ backend: postgresBackend({ connectionString: url, pool
 // Every commit and its outcome, as the consumer sends it through the facade.
 const commit = rheo.commit.bind(rheo);
 rheo.commit = async (ops: CommitInput[]) => {
+  const sentAt = now();
   const results = await commit(ops);
   ops.forEach((op, i) => {
     const r = results[i];
-    line(`commit ${now()} ${op.partition} ${op.upTo} ${op.generation} ${r?.ok ? 'ok' : (r?.error.code ?? 'none')}`);
+    line(`commit ${now()} ${op.partition} ${op.upTo} ${op.generation} ${r?.ok ? 'ok' : (r?.error.code ?? 'none')} ${sentAt}`);
   });
   return results;
 };

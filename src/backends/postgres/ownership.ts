@@ -20,9 +20,12 @@ import {
 } from '../../core/membership.js';
 import type { RheoEvent } from '../../core/types.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
-import { txQuery, type Queryable } from './connection.js';
+import { txQuery, type Queryable, type Runner } from './connection.js';
 import type { LeaseContext } from './leases.js';
 import { toEvent, type EventRow } from './rows.js';
+
+/** Idle limit of a heartbeat's or leave's transaction, which holds the group's ownership lock. */
+export const GROUP_LOCK_IDLE_MS = 5_000;
 
 type SlotRow = [partition: number, owner: string | null, target: string | null, generation: number, revokedAtMs: number | null];
 
@@ -42,6 +45,11 @@ function label(g: GroupRef, action: string) {
  * membership with the owner rows locked (sql/ownership.ts).
  */
 async function load(ctx: LeaseContext, tx: Queryable, g: GroupRef, refuseLeased: boolean): Promise<Loaded> {
+  // The group lock below stops every heartbeat of the group until this
+  // transaction ends: a member frozen in the middle of it (SIGSTOP, a long
+  // pause) must not stall the others for good, so the server ends it once
+  // it has been idle that long, and the lock with it.
+  await txQuery(tx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", [String(GROUP_LOCK_IDLE_MS)]);
   const [lock] = await txQuery<{ generation: number; now_ms: number; leased: boolean }>(tx, ctx.sql.ownership.lockGroup, [g.id, ctx.now()]);
   if (!lock) throw new Error('the group ownership lock returned no row');
   if (refuseLeased && lock.leased) throw groupModeConflict(g.stream.name, g.name);
@@ -104,14 +112,14 @@ export async function leaveGroup(ctx: LeaseContext, stream: string, group: strin
 }
 
 /** Looks each distinct (stream, group) up once; `null` for one that does not exist. */
-async function groupsOf(catalog: Catalog, items: OwnershipFence[]): Promise<Array<GroupRef | null>> {
+async function groupsOf(catalog: Catalog, items: OwnershipFence[], runner?: Runner): Promise<Array<GroupRef | null>> {
   const found = new Map<string, GroupRef | null>();
   const out: Array<GroupRef | null> = [];
   for (const item of items) {
     const key = `${item.stream}\u0000${item.group}`;
     let g = found.get(key);
     if (g === undefined) {
-      g = await catalog.findGroup(item.stream, item.group);
+      g = await catalog.findGroup(item.stream, item.group, runner);
       found.set(key, g);
     }
     out.push(g && item.partition < g.stream.partitions ? g : null);
@@ -146,13 +154,21 @@ export async function readOwned(ctx: LeaseContext, fence: OwnershipFence, after:
   return rows.filter((r) => r.id !== null).map((r) => toEvent(g.stream.name, r));
 }
 
-export async function commit(ctx: LeaseContext, ops: CommitOp[]): Promise<SettleOutcome[]> {
-  const groups = await groupsOf(ctx.catalog, ops);
+/**
+ * Offset commits (sql/ownership.ts commitSql). `runner` is the pool by
+ * default, or an application's transaction (transaction.ts): the owner row's
+ * share lock and the cursor's row lock are then held until that transaction
+ * ends, so an ownership change of the partition waits for it and the
+ * handler's writes commit with the offset or not at all.
+ */
+export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
+  // A cache miss is looked up on the same runner: a transaction never waits for a second pooled connection.
+  const groups = await groupsOf(ctx.catalog, ops, runner);
   const sent = ops.flatMap((op, i) => (groups[i] ? [{ op, g: groups[i]!, i }] : []));
   const status = new Map<number, { status: string; high_watermark: number }>();
   if (sent.length > 0) {
     const dead = sent.flatMap((s, k) => s.op.deadLetters.map((d) => ({ ...d, k: k + 1 })));
-    const rows = await ctx.db.query<{ i: number; status: string; high_watermark: number }>(
+    const rows = await runner.query<{ i: number; status: string; high_watermark: number }>(
       { action: `commit ${sent.length} partition(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true },
       ctx.sql.ownership.commit,
       [

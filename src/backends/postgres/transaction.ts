@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type {
   AppendOutcome,
+  CommitOp,
   OwnedTransaction,
   PreparedAppend,
   SettleOp,
@@ -14,6 +15,7 @@ import type { Catalog } from './catalog.js';
 import { TYPES, asError, brokenConnection, type CheckedOut, type Runner, type StatementContext } from './connection.js';
 import { classifyError, sqlState } from './errors.js';
 import { settleLeases, type LeaseContext } from './leases.js';
+import { commit as commitOffsets } from './ownership.js';
 import type { PreparedText } from './statements.js';
 
 /** The pg client surface rheo really calls: a config object with pinned type parsers. */
@@ -30,7 +32,7 @@ export const REFUSED_SETTLE_STATE = 'RH409';
 
 const POISON = `DO $rheo$ BEGIN
   RAISE EXCEPTION USING ERRCODE = '${REFUSED_SETTLE_STATE}',
-    MESSAGE = 'rheo refused a settle in this transaction (stale lease): it can only roll back';
+    MESSAGE = 'rheo refused a settle or offset commit in this transaction (stale lease or generation): it can only roll back';
 END $rheo$`;
 
 /**
@@ -68,6 +70,12 @@ function classifyInTransaction(error: unknown, ctx: StatementContext): RheoError
   }
   return classifyError(error, { ...ctx, sent: true, writes: false });
 }
+
+/**
+ * Idle limit of a transaction once an offset commit joined it: only the
+ * COMMIT is left to send, so a longer silence means a frozen process.
+ */
+export const HELD_OWNER_IDLE_MS = 5_000;
 
 /** What a scope needs from its backend. */
 export interface ScopeDeps {
@@ -115,12 +123,35 @@ export class PostgresTransactionScope implements TransactionScope {
 
   async settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
     await this.#deps.ensureSchema();
-    const outcomes = await settleLeases(this.#deps.ctx, ops, this.#runner);
+    return this.#poisonOnRefusal(await settleLeases(this.#deps.ctx, ops, this.#runner));
+  }
+
+  /**
+   * Offset commits of partition ownership in this transaction. The owner
+   * row stays share-locked until the transaction ends, so the partition
+   * cannot change hands meanwhile; a stale generation (the partition moved
+   * on) is refused and aborts the transaction, as a refused settle does.
+   */
+  async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    await this.#deps.ensureSchema();
+    // From here on the transaction holds owner rows, and every heartbeat that
+    // moves one of those partitions waits for it: a process frozen before
+    // its COMMIT (SIGSTOP, a long pause) must not stall the group's
+    // rebalances for good, so the server ends such a transaction once idle.
+    await this.#runner.query(
+      { action: 'bound the idle time of a transaction holding partition owners', writes: false },
+      "SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
+      [String(HELD_OWNER_IDLE_MS)],
+    );
+    return this.#poisonOnRefusal(await commitOffsets(this.#deps.ctx, ops, this.#runner));
+  }
+
+  async #poisonOnRefusal(outcomes: SettleOutcome[]): Promise<SettleOutcome[]> {
     const refused = outcomes.find((o) => !o.ok);
     if (refused && !refused.ok) {
       this.refused ??= refused.error;
       try {
-        await this.#runner.query({ action: 'abort the transaction after a refused settle', writes: false }, POISON, []);
+        await this.#runner.query({ action: 'abort the transaction after a refused settle or commit', writes: false }, POISON, []);
       } catch {
         // Expected: the statement exists to fail. A lost connection rolls back as well.
       }
