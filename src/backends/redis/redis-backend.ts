@@ -385,7 +385,10 @@ export class RedisBackend implements Backend {
     const order = this.#nextDeathOrder();
     let plan: FetchPlan;
     if (walk.length === 1) {
-      plan = { shares: [{ partition: walk[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: true }] };
+      // No extra turn: the walk ends at the limit, so a spent delivery after
+      // the last claim waits for the next fetch (issue 12). Short of the
+      // limit, CLAIM dead-letters every spent delivery it passes anyway.
+      plan = { shares: [{ partition: walk[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: false }] };
     } else {
       const peeks = await Promise.all(
         walk.map(async (p) => {
