@@ -37,8 +37,11 @@ const depth: Depth = DEEP
   ? { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 300), minCommands: 1, maxCommands: 400 }
   : { numRuns: Number(process.env.RHEO_MODEL_RUNS ?? 16), minCommands: 1, maxCommands: 100 };
 
+/** The deep run's fresh seed, drawn here so that its summary line can name it. */
+const SEED = process.env.RHEO_MODEL_SEED ?? (DEEP ? String((Math.random() * 2 ** 32) | 0) : undefined);
+
 function replayParameters(): fc.Parameters<unknown> {
-  const seed = process.env.RHEO_MODEL_SEED;
+  const seed = SEED;
   const path = process.env.RHEO_MODEL_PATH;
   return {
     // npm test's fast slice runs one fixed seed so it is deterministic; the
@@ -58,6 +61,7 @@ describe('differential: every backend against the reference model', () => {
   const clock = new ManualClock();
   const backends: Backend[] = [];
   let scenarios = 0;
+  let steps = 0;
 
   beforeAll(async () => {
     const only = process.env.RHEO_MODEL_BACKENDS?.split(',');
@@ -70,6 +74,9 @@ describe('differential: every backend against the reference model', () => {
 
   afterAll(async () => {
     for (const b of backends) await b.rheo.close();
+    // What the run covered, so a deep run can be reported (and its seed replayed).
+    const names = backends.map((b) => b.name).join(', ');
+    process.stderr.write(`differential: seed ${SEED ?? 'fast-check default'}, backends ${names}: ${scenarios} scenarios, ${steps} commands\n`);
   });
 
   it(
@@ -78,6 +85,7 @@ describe('differential: every backend against the reference model', () => {
       await fc.assert(
         fc.asyncProperty(scenarioArb(depth), async (scenario) => {
           await runScenario(scenario, backends, clock, `model-${scenarios++}`);
+          steps += scenario.commands.length;
         }),
         {
           numRuns: depth.numRuns,

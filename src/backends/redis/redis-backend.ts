@@ -22,7 +22,7 @@ import { checkStartScope, scopedPartitions } from '../../core/partition-scope.js
 import type { DeadLetter, GroupInfo, LagReport, Lease, PartitionLag, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import { decodeEvent, decodeReason, encodeEvent, encodeReason, entryFields } from './codec.js';
-import { checkConnection, createClient, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
+import { checkConnection, connectReady, createClient, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
 import type { FailureContext } from './errors.js';
 import { planFetch, type FetchPlan } from './fetch-plan.js';
 import { checkPrefix, KeyLayout } from './keys.js';
@@ -667,7 +667,7 @@ export class RedisBackend implements Backend {
           timer = setTimeout(() => reject(new Error(`connect timed out after ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
         });
         try {
-          await Promise.race([client.connect(), timeout]);
+          await Promise.race([connectReady(client), timeout]);
         } finally {
           clearTimeout(timer);
         }
