@@ -46,8 +46,14 @@ function expectClean(spec: ScenarioSpec, result: ScenarioResult): void {
   expect(result.events).toBe(spec.events);
   expect(result.handled + result.deadLettered).toBeGreaterThanOrEqual(spec.events);
   if (spec.fault.kind !== 'none') expect(result.faults).toBeGreaterThan(0);
-  // The paused worker wakes up holding leases that were claimed again: the fence must have said no.
-  if (spec.fault.kind === 'sigstop') expect(result.staleRefused).toBeGreaterThan(0);
+  if (spec.fault.kind === 'sigstop') {
+    // The paused worker wakes up holding leases that were claimed again: the fence must have said no.
+    if (spec.backend !== 'redis') expect(result.staleRefused).toBeGreaterThan(0);
+    // On Redis the woken worker can hear of the loss from a renewal first (answered at
+    // once) and then settles nothing, so a short run may have no refused settle; its
+    // leases must still have been claimed again, with no stale settle accepted (above).
+    else expect(result.reclaims).toBeGreaterThan(0);
+  }
 }
 
 const TITLE = 'nothing lost, no stale settle accepted, no sequence gap, no process crash';
