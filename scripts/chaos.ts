@@ -1,24 +1,27 @@
 /**
  * `npm run chaos`: every chaos scenario at full length against its own
  * throwaway PostgreSQL cluster (default durability, since the restart
- * scenarios test what survives), then one table; then exactly-once effects
- * (competing consumers and partition ownership with `transaction: true`)
- * and the partition-ownership process scenarios, with their own table.
- * Exits 1 on any lost event, accepted stale settle or commit, sequence gap,
- * process crash, undrained group, duplicated effect, duplicate beyond crash
- * redeliveries, per-key order violation or overlapping tenure.
+ * scenarios test what survives), then the Redis ones against their own
+ * throwaway redis-server (appendonly yes, appendfsync always), then one table;
+ * then exactly-once effects (competing consumers and partition ownership with
+ * `transaction: true`) and the partition-ownership process scenarios, with
+ * their own table. Exits 1 on any lost event, accepted stale settle or
+ * commit, sequence gap, process crash, undrained group, duplicated effect,
+ * duplicate beyond crash redeliveries, per-key order violation or
+ * overlapping tenure.
  *
  *     npm run chaos                      # all scenarios, full length
  *     npm run chaos -- --scale=0.2       # shorter
  *     npm run chaos -- --only=sigkill,immediate   # scenarios whose name contains any of these
+ *     npm run chaos -- --only=redis      # the Redis scenarios only
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bundleChildren } from '../test/chaos/child-bundle.js';
-import { runScenario, type ScenarioResult } from '../test/chaos/scenario.js';
-import { chaosScenarios } from '../test/chaos/scenarios.js';
+import { runScenario, type ChaosServer, type ScenarioResult, type ScenarioSpec } from '../test/chaos/scenario.js';
+import { chaosScenarios, redisChaosScenarios } from '../test/chaos/scenarios.js';
 import { runExactlyOnce } from '../test/chaos/exactly-once.js';
 import {
   PARTITION_SCENARIOS,
@@ -29,26 +32,37 @@ import {
 } from '../test/chaos/partition-ownership.js';
 import { formatFailures, formatTable } from '../test/chaos/table.js';
 import { startThrowawayPostgres } from './throwaway-postgres.js';
+import { startThrowawayRedis } from './throwaway-redis.js';
 
 const { values } = parseArgs({ options: { scale: { type: 'string', default: '1' }, only: { type: 'string' } } });
 const scale = Number(values.scale);
 if (!Number.isFinite(scale) || scale <= 0) throw new Error(`--scale must be a positive number, got ${values.scale}`);
 const only = values.only?.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean) ?? [];
-const scenarios = chaosScenarios(scale).filter((s) => only.length === 0 || only.some((o) => s.name.toLowerCase().includes(o)));
+const scenarios = [...chaosScenarios(scale), ...redisChaosScenarios(scale)].filter((s) => only.length === 0 || only.some((o) => s.name.toLowerCase().includes(o)));
 
 const workDir = mkdtempSync(join(tmpdir(), 'rheo-chaos-'));
 const children = await bundleChildren();
 const results: ScenarioResult[] = [];
-for (const spec of scenarios) {
-  // A cluster per scenario: a restart must not reach into another scenario, and each starts from a clean server.
+/** A server per scenario: a restart must not reach into another scenario, and each starts from a clean server. */
+async function startServer(spec: ScenarioSpec): Promise<{ server: ChaosServer; stop(): void }> {
+  if (spec.backend === 'redis') {
+    // appendfsync always: an append is acknowledged only once it is on disk, so the SIGKILL loses none.
+    const redis = await startThrowawayRedis({ label: 'rheo-chaos', settings: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+    return { server: { backend: 'redis', url: redis.urls[0]!, restart: () => redis.restart() }, stop: () => redis.stop() };
+  }
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
+  return { server: { url: cluster.url(), restart: (mode) => cluster.restart(mode) }, stop: () => cluster.stop() };
+}
+
+for (const spec of scenarios) {
+  const { server, stop } = await startServer(spec);
   try {
     process.stderr.write(`${spec.name}: `);
-    const result = await runScenario({ url: cluster.url(), restart: (mode) => cluster.restart(mode) }, spec, { workDir, children });
+    const result = await runScenario(server, spec, { workDir, children });
     results.push(result);
     process.stderr.write(`${result.passed ? 'pass' : 'FAIL'} (${result.events} events, ${result.faults} faults, ${result.seconds.toFixed(1)} s)\n`);
   } finally {
-    cluster.stop();
+    stop();
   }
 }
 children.remove();

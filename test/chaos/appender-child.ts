@@ -11,14 +11,12 @@
  *     node <compiled appender-child.js> '<AppenderArgs as JSON>'   (see child-bundle.ts)
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { isRheoError } from '../../src/core/errors.js';
 import { createRheo } from '../../src/rheo.js';
+import { childBackend, type ChildBackendArgs } from './chaos-backend.js';
 import { RecordWriter } from './records.js';
 
-export interface AppenderArgs {
-  url: string;
-  schema: string;
+export interface AppenderArgs extends ChildBackendArgs {
   stream: string;
   records: string;
   name: string;
@@ -33,12 +31,7 @@ const RETRYABLE = new Set(['ambiguous', 'backend_unavailable']);
 
 const args = JSON.parse(process.argv[2] ?? '{}') as AppenderArgs;
 const records = new RecordWriter(args.records);
-const rheo = createRheo({
-  backend: postgresBackend(
-    { connectionString: args.url, poolConfig: { max: 2, application_name: `rheo-chaos-${args.name}` } },
-    { schema: args.schema, notify: true },
-  ),
-});
+const rheo = createRheo({ backend: childBackend(args, args.name, { poolSize: 2, notify: true }) });
 
 // Started together with the workers (start-up is slow on a loaded machine); the runner says when to begin.
 await new Promise<void>((resolve) => {

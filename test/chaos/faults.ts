@@ -1,5 +1,4 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type pg from 'pg';
 import type { ChaosChild } from './children.js';
 
 /** One kind of fault, struck every `everyMs` while the appenders run. */
@@ -9,17 +8,23 @@ export type Fault =
   | { kind: 'sigkill'; everyMs: number }
   /** SIGSTOP a random worker for `pauseMs` (longer than the lease), then SIGCONT: it wakes up holding stale leases. */
   | { kind: 'sigstop'; everyMs: number; pauseMs: number }
-  /** pg_terminate_backend on every connection of the workers and appenders (pool and LISTEN connections alike). */
+  /**
+   * Drops every connection of the workers and appenders: pg_terminate_backend
+   * (pool and LISTEN connections alike), or CLIENT KILL on Redis (command and
+   * subscriber connections alike).
+   */
   | { kind: 'terminate'; everyMs: number }
-  /** pg_ctl restart -m fast or -m immediate (crash recovery) while everything keeps running. */
+  /**
+   * pg_ctl restart -m fast or -m immediate (crash recovery) while everything
+   * keeps running; on Redis (either mode) SIGKILL redis-server and start it
+   * again on its files (AOF with appendfsync always).
+   */
   | { kind: 'restart'; mode: 'fast' | 'immediate'; everyMs: number };
 
 export interface FaultTarget {
-  server: { restart(mode: 'fast' | 'immediate'): void };
-  /** The runner's own pool, used to terminate the others' connections. */
-  pool: pg.Pool;
-  /** application_name of the runner's connections, which are spared. */
-  runnerName: string;
+  server: { restart(mode: 'fast' | 'immediate'): void | Promise<void> };
+  /** Drops every connection but the runner's; `false` when there was none. */
+  dropConnections(): Promise<boolean>;
   /** Workers past their start-up and not dead. */
   liveWorkers(): ChaosChild[];
   startWorker(): ChaosChild;
@@ -46,20 +51,10 @@ export async function injectFault(fault: Fault, target: FaultTarget): Promise<bo
       worker.signal('SIGCONT');
       return true;
     }
-    case 'terminate': {
-      const terminated = await target.pool
-        .query<{ n: number }>(
-          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
-            WHERE datname = current_database() AND pid <> pg_backend_pid()
-              AND backend_type = 'client backend' AND application_name <> $1`,
-          [target.runnerName],
-        )
-        .then((r) => (r.rows[0]?.n ?? 0) > 0)
-        .catch(() => false);
-      return terminated;
-    }
+    case 'terminate':
+      return target.dropConnections().catch(() => false);
     case 'restart':
-      target.server.restart(fault.mode);
+      await target.server.restart(fault.mode);
       return true;
   }
 }

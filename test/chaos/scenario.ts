@@ -2,10 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { redisBackend } from '../../src/backends/redis/redis-backend.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import type { AppenderArgs } from './appender-child.js';
+import type { ChaosBackendKind } from './chaos-backend.js';
 import { check, type CheckResult, type StoredPartition } from './checker.js';
 import type { ChildBundle } from './child-bundle.js';
 import { ChaosChild } from './children.js';
@@ -15,6 +18,8 @@ import type { WorkerArgs } from './worker-child.js';
 
 export interface ScenarioSpec {
   name: string;
+  /** The backend the scenario runs on (the server it needs); default `postgres`. */
+  backend?: ChaosBackendKind;
   fault: Fault;
   partitions: number;
   workers: number;
@@ -37,10 +42,12 @@ export interface ScenarioSpec {
   drainTimeoutMs: number;
 }
 
-/** What a scenario needs of the database server: where it is and how to restart it. */
+/** What a scenario needs of the database server: which backend, where it is and how to restart it. */
 export interface ChaosServer {
+  /** Default `postgres`. */
+  backend?: ChaosBackendKind;
   url: string;
-  restart(mode: 'fast' | 'immediate'): void;
+  restart(mode: 'fast' | 'immediate'): void | Promise<void>;
 }
 
 /** Where a scenario keeps its records, and the compiled child scripts it starts. */
@@ -71,7 +78,7 @@ function progress(text: string): void {
 }
 
 /**
- * Runs one scenario in a fresh schema: workers consume while appenders
+ * Runs one scenario in a fresh schema (a fresh key prefix on Redis): workers consume while appenders
  * append and the fault strikes again and again; once the appenders are done
  * and the group has drained (lag 0) the workers are stopped with SIGTERM,
  * and the records of every child are checked against each other and the log.
@@ -80,10 +87,8 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, env: 
   const schema = `chaos_${spec.name.replace(/[^a-z0-9]/g, '_')}_${randomBytes(4).toString('hex')}`;
   const dir = join(env.workDir, schema);
   mkdirSync(dir, { recursive: true });
-  const pool = new pg.Pool({ connectionString: server.url, max: 3, application_name: RUNNER });
-  // The runner's own connections die in the restarts and terminations it causes.
-  pool.on('error', () => {});
-  const rheo = createRheo({ backend: postgresBackend({ pool }, { schema, notify: false }) });
+  const runner = await openRunner(server, schema);
+  const rheo = runner.rheo;
   const stream = 'chaos';
   const group = 'workers';
   const children: ChaosChild[] = [];
@@ -97,6 +102,7 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, env: 
     const startWorker = (): ChaosChild => {
       const consumerId = `worker-${++workerCount}`;
       const args: WorkerArgs = {
+        backend: server.backend,
         url: server.url,
         schema,
         stream,
@@ -117,6 +123,7 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, env: 
       const share = spec.overlap ? spec.events : Math.ceil(spec.events / spec.appenders);
       const from = spec.overlap ? 0 : i * share;
       const args: AppenderArgs = {
+        backend: server.backend,
         url: server.url,
         schema,
         stream,
@@ -140,8 +147,7 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, env: 
 
     const target: FaultTarget = {
       server,
-      pool,
-      runnerName: RUNNER,
+      dropConnections: runner.dropConnections,
       liveWorkers: () => workers.filter((w) => w.consuming),
       startWorker,
     };
@@ -192,10 +198,65 @@ export async function runScenario(server: ChaosServer, spec: ScenarioSpec, env: 
       child.signal('SIGKILL');
     }
     await Promise.all(children.map((c) => c.exited));
-    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
-    await rheo.close();
-    await pool.end();
+    await runner.close();
   }
+}
+
+/** The runner's own view of the scenario's backend: its rheo, the connection fault, and clean-up. */
+interface Runner {
+  rheo: Rheo;
+  dropConnections(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+async function openRunner(server: ChaosServer, namespace: string): Promise<Runner> {
+  if (server.backend === 'redis') {
+    // One connection, named so that CLIENT KILL spares it; the children's clients are all named `rheo`.
+    const client = new Redis(server.url, { connectionName: RUNNER, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    // The runner's own connection dies in the restarts it causes, and reconnects.
+    client.on('error', () => {});
+    await client.connect();
+    const rheo = createRheo({ backend: redisBackend({ client }, { prefix: namespace, notify: false }) });
+    return {
+      rheo,
+      dropConnections: async () => {
+        const list = (await client.call('client', 'list')) as string;
+        const victims = list
+          .split('\n')
+          .map((line) => Object.fromEntries(line.trim().split(' ').map((f) => [f.slice(0, f.indexOf('=')), f.slice(f.indexOf('=') + 1)])))
+          .filter((c) => c.name === 'rheo' && c.id !== undefined);
+        let killed = 0;
+        for (const c of victims) killed += Number(await client.call('client', 'kill', 'id', c.id!));
+        return killed > 0;
+      },
+      // The server is the scenario's (npm run chaos) or the test file's; the keys go with it.
+      close: async () => {
+        await rheo.close();
+        client.disconnect();
+      },
+    };
+  }
+  const pool = new pg.Pool({ connectionString: server.url, max: 3, application_name: RUNNER });
+  // The runner's own connections die in the restarts and terminations it causes.
+  pool.on('error', () => {});
+  const rheo = createRheo({ backend: postgresBackend({ pool }, { schema: namespace, notify: false }) });
+  return {
+    rheo,
+    dropConnections: () =>
+      pool
+        .query<{ n: number }>(
+          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid()
+              AND backend_type = 'client backend' AND application_name <> $1`,
+          [RUNNER],
+        )
+        .then((r) => (r.rows[0]?.n ?? 0) > 0),
+    close: async () => {
+      await pool.query(`DROP SCHEMA IF EXISTS "${namespace}" CASCADE`).catch(() => undefined);
+      await rheo.close();
+      await pool.end();
+    },
+  };
 }
 
 /**

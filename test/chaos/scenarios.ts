@@ -37,15 +37,31 @@ export function chaosScenarios(scale = 1): ScenarioSpec[] {
 }
 
 /**
- * The same scenarios for `npm test`: two workers, one appender (four where
+ * The Redis scenarios of `npm run chaos` (after the PostgreSQL ones, in the
+ * same table), on a redis-server with `appendonly yes` and `appendfsync
+ * always`, so an acknowledged append survives the SIGKILL of the server.
+ */
+export function redisChaosScenarios(scale = 1): ScenarioSpec[] {
+  const events = (n: number): number => Math.max(100, Math.round(n * scale));
+  const full = { ...common, backend: 'redis' as const, workers: 3, appenders: 2, perSecond: 300 };
+  return [
+    { ...full, name: 'redis: worker SIGKILL', fault: { kind: 'sigkill', everyMs: 2000 }, events: events(9000) },
+    { ...full, name: 'redis: worker SIGSTOP past lease', fault: { kind: 'sigstop', everyMs: 2000, pauseMs: 2500 }, handlerMs: 50, events: events(9000) },
+    { ...full, name: 'redis: CLIENT KILL', fault: { kind: 'terminate', everyMs: 1000 }, events: events(9000) },
+    { ...full, name: 'redis: SIGKILL redis-server, restart', fault: { kind: 'restart', mode: 'immediate', everyMs: 5000 }, events: events(9000) },
+  ];
+}
+
+/**
+ * The same scenarios (by default the PostgreSQL ones) for `npm test`: two workers, one appender (four where
  * appenders are the point), a few hundred events over about two seconds, and
  * one or two faults each. Child processes start slowly on a loaded machine
  * (seconds each), so fewer of them is what keeps this short. The paused
  * worker's handlers are slow enough (200 ms on average, more than its two
  * workers can keep up with) that it always holds leases when it is stopped.
  */
-export function shortChaosScenarios(): ScenarioSpec[] {
-  return chaosScenarios().map((spec) => ({
+export function shortChaosScenarios(full: ScenarioSpec[] = chaosScenarios()): ScenarioSpec[] {
+  return full.map((spec) => ({
     ...spec,
     handlerMs: spec.fault.kind === 'sigstop' ? 200 : spec.handlerMs,
     workers: 2,

@@ -1,5 +1,5 @@
 /**
- * A chaos worker: consumes one group with `rheo.consume` on PostgreSQL and
+ * A chaos worker: consumes one group with `rheo.consume` (PostgreSQL or Redis) and
  * records every claim, every finished handler run and every settle answer
  * (see records.ts). It runs until SIGTERM, then drains and exits 0; any other
  * exit is a crash unless the scenario killed it.
@@ -7,14 +7,12 @@
  *     node <compiled worker-child.js> '<WorkerArgs as JSON>'   (see child-bundle.ts)
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo } from '../../src/rheo.js';
+import { childBackend, type ChildBackendArgs } from './chaos-backend.js';
 import { RecordWriter } from './records.js';
 import { recordingBackend } from './recording-backend.js';
 
-export interface WorkerArgs {
-  url: string;
-  schema: string;
+export interface WorkerArgs extends ChildBackendArgs {
   stream: string;
   group: string;
   records: string;
@@ -27,10 +25,7 @@ export interface WorkerArgs {
 
 const args = JSON.parse(process.argv[2] ?? '{}') as WorkerArgs;
 const records = new RecordWriter(args.records);
-const backend = postgresBackend(
-  { connectionString: args.url, poolConfig: { max: 4, application_name: `rheo-chaos-${args.consumerId}` } },
-  { schema: args.schema },
-);
+const backend = childBackend(args, args.consumerId, { poolSize: 4, notify: true });
 const rheo = createRheo({ backend: recordingBackend(backend, records) });
 const consumer = rheo.consume({
   stream: args.stream,

@@ -271,6 +271,33 @@ export function registerLeaseTests(makeBackend: BackendFactory): void {
       expect((await rheo.deadLetters('s', 'g')).map((d) => d.event.sequence)).toEqual([1, 2, 3]);
     });
 
+    // Issue 12 (differential seed -766177232): Redis gave a one-partition fetch
+    // an extra turn, so it went on past its last claim and dead-lettered the
+    // spent delivery behind it; the walk ends at the limit.
+    for (const scope of ['the whole stream', 'one named partition'] as const) {
+      it(`a fetch that reaches its limit leaves the spent delivery after its last claim alone (${scope})`, async () => {
+        const { rheo, clock } = fx();
+        await rheo.createStream('s', { partitions: scope === 'the whole stream' ? 1 : 2 });
+        await rheo.createGroup('s', 'g', { maxAttempts: 1 });
+        await rheo.appendBatch('s', [0, 1].map((n) => ({ type: 't', partition: 0, payload: { n } })));
+        const partitions = scope === 'the whole stream' ? undefined : [0];
+        const [first, second] = await rheo.fetch('s', 'g', { leaseMs: 100, limit: 2, partitions });
+        expect(sequences([first!, second!])).toEqual([1, 2]);
+        await rheo.release(first!);
+        clock.advance(100);
+        // Sequence 1 (released: attempt 1 again) is claimable, sequence 2 (expired at attempt 1) is spent.
+        const again = await rheo.fetch('s', 'g', { leaseMs: 100, limit: 1, partitions });
+        expect(again.map((l) => [l.event.sequence, l.attempt])).toEqual([[1, 1]]);
+        expect(await rheo.deadLetters('s', 'g')).toEqual([]);
+        expect((await rheo.groupInfo('s', 'g')).deadLetters).toBe(0);
+        expect((await rheo.lag('s', 'g')).partitions[0]!.frontier).toBe(0);
+        // The next walk that reaches it does dead-letter it.
+        await rheo.ack(again[0]!);
+        expect(await rheo.fetch('s', 'g', { limit: 1, partitions })).toEqual([]);
+        expect((await rheo.deadLetters('s', 'g')).map((d) => [d.event.sequence, d.attempt, d.reason])).toEqual([[2, 1, 'max attempts exceeded']]);
+      });
+    }
+
     it('nack without a reason at maxAttempts dead-letters with reason null', async () => {
       const { rheo } = fx();
       const lease = await oneLease(rheo, 1);

@@ -89,6 +89,31 @@ export async function createClient(connection: RedisConnection): Promise<{ clien
   return { client, cluster: true };
 }
 
+/**
+ * Connects `client` and resolves once it is ready. ioredis' `Cluster#connect()`
+ * is not enough on its own: its ready check (CLUSTER INFO) goes to a random
+ * node, and while that node's own connection is still in its handshake the
+ * cluster (offline queue off, as rheo wants) refuses the command with
+ * "Connection is closed.". The failed check disconnects and reconnects, but the
+ * promise of the first connect() has already dropped its close listener and
+ * never settles, though the reconnect gets ready within a second or two. On a
+ * loaded host that happened about once in six connects, and each ran into the
+ * 10 s connect timeout (issue 12). So a 'ready' event resolves too.
+ */
+export function connectReady(client: RedisClientLike): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onReady = (): void => {
+      client.removeListener('ready', onReady);
+      resolve();
+    };
+    client.on('ready', onReady);
+    client.connect().then(onReady, (error: unknown) => {
+      client.removeListener('ready', onReady);
+      reject(error instanceof Error ? error : new Error(String(error)));
+    });
+  });
+}
+
 export function checkConnection(connection: unknown): RedisConnection {
   const c = connection as Partial<Record<'url' | 'nodes' | 'client', unknown>> | null;
   if (c === null || typeof c !== 'object') throw invalidArgument('redisBackend expects { url }, { nodes } or { client }');

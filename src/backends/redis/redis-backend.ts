@@ -30,7 +30,7 @@ import { checkStartScope, scopedPartitions } from '../../core/partition-scope.js
 import type { DeadLetter, GroupInfo, LagReport, Lease, PartitionLag, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import { decodeEvent, decodeReason, encodeEvent, encodeReason, entryFields } from './codec.js';
-import { checkConnection, createClient, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
+import { checkConnection, connectReady, createClient, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
 import type { FailureContext } from './errors.js';
 import { planFetch, type FetchPlan } from './fetch-plan.js';
 import { checkPrefix, KeyLayout } from './keys.js';
@@ -437,7 +437,10 @@ export class RedisBackend implements Backend {
     const order = this.#nextDeathOrder();
     let plan: FetchPlan;
     if (walk.length === 1) {
-      plan = { shares: [{ partition: walk[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: true }] };
+      // No extra turn: the walk ends at the limit, so a spent delivery after
+      // the last claim waits for the next fetch (issue 12). Short of the
+      // limit, CLAIM dead-letters every spent delivery it passes anyway.
+      plan = { shares: [{ partition: walk[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: false }] };
     } else {
       const peeks = await Promise.all(
         walk.map(async (p) => {
@@ -770,7 +773,7 @@ export class RedisBackend implements Backend {
           timer = setTimeout(() => reject(new Error(`connect timed out after ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
         });
         try {
-          await Promise.race([client.connect(), timeout]);
+          await Promise.race([connectReady(client), timeout]);
         } finally {
           clearTimeout(timer);
         }
