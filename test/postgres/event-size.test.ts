@@ -49,8 +49,8 @@ describe('postgres event sizes', () => {
     const claim = () =>
       sharedPool().query<{ n: number; json_bytes: number }>(
         `SELECT json_array_length(leases) AS n, octet_length(leases::text) AS json_bytes FROM (${claimRoutine.call(schema)}) c`,
-        // group 1, stream 1, partition 0, limit 20, database clock, 30 s, consumer, 200 KiB, 5 attempts.
-        [1, 1, [0], 20, null, 30_000, 'c', 200 * KiB, 5],
+        // group 1, stream 1, partition 0, limit 20, database clock, 30 s, consumer, 200 KiB, 5 attempts, lock up to 1 partition.
+        [1, 1, [0], 20, null, 30_000, 'c', 200 * KiB, 5, 1],
       );
     const counts: number[] = [];
     for (let i = 0; i < 6; i++) {
