@@ -77,27 +77,11 @@ export function transactionalHandler<T extends JsonValue>(backend: Backend, hand
       await tx.rollback();
       return outcome;
     }
-    let answer;
-    try {
-      [answer] = await tx.scope.settle([op]);
-    } catch (error) {
-      await tx.rollback();
-      return uncommitted(error);
-    }
-    if (!answer?.ok) {
-      await tx.rollback();
-      return uncommitted(answer?.error ?? new RheoError('internal', 'settle returned no result'));
-    }
-    try {
-      await tx.commit();
-    } catch (error) {
-      return uncommitted(error);
-    }
-    return new SettledInTransaction({
+    return commitWith(tx, () => tx.scope.settle([op]), 'settle', {
       kind: 'committed',
       settle: op.kind === 'reject' ? 'reject' : 'ack',
       reason: op.kind === 'reject' ? op.reason : null,
-    }) as unknown as HandlerOutcome;
+    });
   };
 }
 
@@ -107,6 +91,37 @@ function settleOpOf(lease: Lease<unknown>, outcome: unknown): SettleOp | null {
   if (parsed.kind === 'ack') return settleOp({ kind: 'ack', lease }, 'ack');
   if (parsed.kind === 'reject') return settleOp({ kind: 'reject', lease, reason: parsed.reason }, 'reject');
   return null;
+}
+
+/**
+ * The end of a transactional handler call whose outcome commits: `step`
+ * (the settle or offset commit) runs in the transaction, then COMMIT. A
+ * step that throws or is refused rolls the writes back; either way the
+ * answer is what the consumer reads as the lease's settlement.
+ */
+async function commitWith(
+  tx: { rollback(): Promise<void>; commit(): Promise<void> },
+  step: () => Promise<{ ok: boolean; error?: RheoError }[]>,
+  what: 'settle' | 'commit',
+  committed: TransactionalSettlement & { kind: 'committed' },
+): Promise<HandlerOutcome> {
+  let answer;
+  try {
+    [answer] = await step();
+  } catch (error) {
+    await tx.rollback();
+    return uncommitted(error);
+  }
+  if (!answer?.ok) {
+    await tx.rollback();
+    return uncommitted(answer?.error ?? new RheoError('internal', `${what} returned no result`));
+  }
+  try {
+    await tx.commit();
+  } catch (error) {
+    return uncommitted(error);
+  }
+  return new SettledInTransaction(committed) as unknown as HandlerOutcome;
 }
 
 function uncommitted(error: unknown): HandlerOutcome {
@@ -172,27 +187,11 @@ export function partitionTransactionalHandler<T extends JsonValue>(
       upTo: event.sequence,
       deadLetters: parsed.kind === 'reject' ? [{ sequence: event.sequence, attempt: context.attempt, reason: parsed.reason }] : [],
     };
-    let answer;
-    try {
-      [answer] = await commitOffset([op]);
-    } catch (error) {
-      await tx.rollback();
-      return uncommitted(error);
-    }
-    if (!answer?.ok) {
-      await tx.rollback();
-      return uncommitted(answer?.error ?? new RheoError('internal', 'commit returned no result'));
-    }
-    try {
-      await tx.commit();
-    } catch (error) {
-      return uncommitted(error);
-    }
-    return new SettledInTransaction({
+    return commitWith(tx, () => commitOffset([op]), 'commit', {
       kind: 'committed',
       settle: parsed.kind,
       reason: parsed.kind === 'reject' ? parsed.reason : null,
-    }) as unknown as HandlerOutcome;
+    });
   };
 }
 

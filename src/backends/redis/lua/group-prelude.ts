@@ -22,16 +22,24 @@
  * over the log plus open deliveries; acked deliveries are deleted, so a
  * group's keys hold its unsettled window and dead letters only.
  */
-export const GROUP_PRELUDE = `
-local KLOG, KMETA, KST, KD, KO, KT, KR, KH, KDL, KDLO = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local function fmt(n) return string.format('%d', n) end
-local NOW
+/**
+ * Defines NOW, in epoch ms: ARGV[1] when the caller passes its clock (a
+ * backend given a clock, as the conformance suite's ManualClock), else the
+ * server's TIME, the one time authority. Every script that reads time starts with it.
+ */
+export const NOW_LUA = `local NOW
 if ARGV[1] ~= '' then
   NOW = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+`;
+
+export const GROUP_PRELUDE = `
+local KLOG, KMETA, KST, KD, KO, KT, KR, KH, KDL, KDLO = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local function fmt(n) return string.format('%d', n) end
+${NOW_LUA}
 local PART = tonumber(ARGV[2])
 
 local function high() return tonumber(redis.call('HGET', KMETA, 'hw') or '0') end

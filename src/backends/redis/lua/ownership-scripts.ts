@@ -1,4 +1,4 @@
-import { GROUP_PRELUDE } from './group-prelude.js';
+import { GROUP_PRELUDE, NOW_LUA } from './group-prelude.js';
 import { REDRIVE, REPLAY, RESET_GROUP, type LuaScript } from './scripts.js';
 
 /**
@@ -17,23 +17,12 @@ import { REDRIVE, REPLAY, RESET_GROUP, type LuaScript } from './scripts.js';
  *   script that reads or writes the partition.
  */
 
-/** Reads `TIME` unless ARGV[1] carries the caller's clock; defines NOW. */
-const NOW_PRELUDE = `
-local NOW
-if ARGV[1] ~= '' then
-  NOW = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-`;
-
 /** KEYS: members. ARGV: now. Returns `{version, stateJson or '', now}`. */
 export const MEMBERSHIP_LOAD: LuaScript = {
   name: 'MEMBERSHIP_LOAD',
   keys: 1,
   source:
-    NOW_PRELUDE +
+    NOW_LUA +
     `
 local r = redis.call('HMGET', KEYS[1], 'v', 's')
 return { r[1] or '0', r[2] or '', string.format('%d', NOW) }

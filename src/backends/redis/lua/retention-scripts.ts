@@ -1,3 +1,4 @@
+import { NOW_LUA } from './group-prelude.js';
 import type { LuaScript } from './scripts.js';
 
 /*
@@ -11,15 +12,7 @@ import type { LuaScript } from './scripts.js';
  */
 
 /** Time as the group scripts read it: ARGV[1] epoch ms, or '' for the server's TIME. */
-const NOW = `
-local NOW
-if ARGV[1] ~= '' then
-  NOW = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function fmt(n) return string.format('%d', n) end
+const NOW = `${NOW_LUA}local function fmt(n) return string.format('%d', n) end
 `;
 
 /** The per-group keys a partition script declares after the partition's own, in this order (keys.ts `groupState`). */
