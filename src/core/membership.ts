@@ -1,4 +1,4 @@
-import type { HeartbeatRequest, MemberView, OwnedPartition, OwnershipFence } from './backend.js';
+import type { GroupMembership, HeartbeatRequest, MemberView, OwnedPartition, OwnershipFence } from './backend.js';
 import { assignPartitions } from './assignor.js';
 import { RheoError } from './errors.js';
 
@@ -153,6 +153,27 @@ function rebalance(
     slot.generation++;
     report.changed.add(p);
   });
+}
+
+/** Live members (session not expired at `now`) and the owner of each of `partitions` partitions; `state` null when nobody ever joined. */
+export function membershipView(state: MembershipState | null, partitions: number, now: number): GroupMembership {
+  const owners: Record<number, string | null> = {};
+  for (let p = 0; p < partitions; p++) owners[p] = state?.slots[p]?.owner ?? null;
+  if (!state) return { groupGeneration: 0, members: [], owners };
+  const members = [...state.members]
+    .filter(([, expiresAt]) => expiresAt > now)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([memberId, expiresAt]) => {
+      const mine: number[] = [];
+      const revoking: number[] = [];
+      state.slots.forEach((slot, p) => {
+        if (slot.owner !== memberId) return;
+        mine.push(p);
+        if (slot.target !== memberId) revoking.push(p);
+      });
+      return { memberId, expiresAt: new Date(expiresAt), partitions: mine, revoking };
+    });
+  return { groupGeneration: state.groupGeneration, members, owners };
 }
 
 /** The fence of an ownership call no longer matches the partition's owner and generation. */

@@ -12,6 +12,7 @@ import {
   type MembershipState,
   type OwnershipSlot,
   type StepReport,
+  membershipView,
 } from '../../core/membership.js';
 import type { GroupState } from './group-state.js';
 import type { StreamLog } from './stream-log.js';
@@ -71,23 +72,7 @@ export function commit(
 
 /** Live members (session not expired at `now`) and the owner of every partition. */
 export function membership(log: StreamLog, state: MembershipState | null, now: number): GroupMembership {
-  const owners: Record<number, string | null> = {};
-  for (let p = 0; p < log.partitions; p++) owners[p] = state?.slots[p]?.owner ?? null;
-  if (!state) return { groupGeneration: 0, members: [], owners };
-  const members = [...state.members]
-    .filter(([, expiresAt]) => expiresAt > now)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([memberId, expiresAt]) => {
-      const partitions: number[] = [];
-      const revoking: number[] = [];
-      state.slots.forEach((slot, p) => {
-        if (slot.owner !== memberId) return;
-        partitions.push(p);
-        if (slot.target !== memberId) revoking.push(p);
-      });
-      return { memberId, expiresAt: new Date(expiresAt), partitions, revoking };
-    });
-  return { groupGeneration: state.groupGeneration, members, owners };
+  return membershipView(state, log.partitions, now);
 }
 
 /** A replay or reset of these partitions fences their owners: they must re-read from the frontier. */

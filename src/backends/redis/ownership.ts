@@ -11,6 +11,7 @@ import {
   staleGeneration,
   type MembershipState,
   type StepReport,
+  membershipView,
 } from '../../core/membership.js';
 import type { RheoEvent } from '../../core/types.js';
 import { decodeEvent, encodeReason, entryFields } from './codec.js';
@@ -218,23 +219,7 @@ export class RedisOwnership {
     const { partitions } = await this.#host.group(stream, group);
     const ctx = { action: `read members of group "${group}" of stream "${stream}"`, stream, group, writes: false };
     const { state, now, raw } = await this.#load(stream, group, partitions, ctx);
-    const owners: Record<number, string | null> = {};
-    for (let p = 0; p < partitions; p++) owners[p] = state.slots[p]?.owner ?? null;
-    if (raw === '') return { groupGeneration: 0, members: [], owners };
-    const members = [...state.members]
-      .filter(([, expiresAt]) => expiresAt > now)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([memberId, expiresAt]) => {
-        const mine: number[] = [];
-        const revoking: number[] = [];
-        state.slots.forEach((slot, p) => {
-          if (slot.owner !== memberId) return;
-          mine.push(p);
-          if (slot.target !== memberId) revoking.push(p);
-        });
-        return { memberId, expiresAt: new Date(expiresAt), partitions: mine, revoking };
-      });
-    return { groupGeneration: state.groupGeneration, members, owners };
+    return membershipView(raw === '' ? null : state, partitions, now);
   }
 
   // ---- internals -------------------------------------------------------------
