@@ -126,14 +126,47 @@ export function lostEvents(handled: Handled[], highWatermarks: number[]): string
 }
 
 /**
+ * Handlings by an owner that had already been replaced: the partition had
+ * been handled or committed under a later generation before this handling
+ * ended. A paused owner (SIGSTOP) finishes the handler it was running when
+ * it resumes, before a heartbeat or a refused commit tells it the partition
+ * moved; at least once allows that run (its commit is refused, which
+ * `staleAccepted` checks), so it says nothing about offsets.
+ */
+export function zombieHandlings(handled: Handled[], commits: Committed[]): Set<Handled> {
+  // Per partition, the earliest time each generation was seen at work.
+  const firstSeen = new Map<number, Map<number, number>>();
+  const see = (partition: number, generation: number, t: number): void => {
+    const byGeneration = firstSeen.get(partition) ?? new Map<number, number>();
+    firstSeen.set(partition, byGeneration);
+    byGeneration.set(generation, Math.min(byGeneration.get(generation) ?? Infinity, t));
+  };
+  for (const h of handled) see(h.partition, h.generation, h.t);
+  for (const c of commits) if (c.status === 'ok') see(c.partition, c.generation, c.t);
+  const zombies = new Set<Handled>();
+  for (const h of handled) {
+    for (const [generation, t] of firstSeen.get(h.partition) ?? []) {
+      if (generation > h.generation && t < h.t) {
+        zombies.add(h);
+        break;
+      }
+    }
+  }
+  return zombies;
+}
+
+/**
  * Events handled again after an offset commit had covered them: at least
  * once allows an event to be handled again after a crash, a pause or a
  * handover whose owner could not commit it, but never once its offset was
  * committed (a commit that answered ok, in the tenure of the earlier
  * handling, up to or past the event). Fencing makes this exact: a
  * generation's commit can only land before the next generation reads.
+ * Handlings of a replaced owner (zombieHandlings) are left out: they are
+ * not a reading of the committed offset, and cannot commit.
  */
 export function duplicatesBeyond(handled: Handled[], commits: Committed[]): string[] {
+  const zombies = zombieHandlings(handled, commits);
   const committedUpTo = new Map<string, number>();
   for (const c of commits) {
     if (c.status !== 'ok') continue;
@@ -142,6 +175,7 @@ export function duplicatesBeyond(handled: Handled[], commits: Committed[]): stri
   }
   const byEvent = new Map<string, Handled[]>();
   for (const h of handled) {
+    if (zombies.has(h)) continue;
     const event = `${h.partition}:${h.sequence}`;
     const list = byEvent.get(event);
     if (list) list.push(h);
@@ -181,6 +215,8 @@ export interface PartitionScenarioResult {
   duplicates: string[];
   /** Events handled again where a member died or paused: allowed, counted. */
   redeliveries: number;
+  /** Handlings a replaced owner finished after the partition moved (zombieHandlings): allowed, counted. */
+  zombies: number;
   orderViolations: string[];
   overlaps: string[];
   /** Commits that landed under a generation the member had lost (a paused owner's). */
@@ -234,6 +270,7 @@ export async function runPartitionScenario(name: PartitionScenarioName, env: Par
       lost: lostEvents(handled, hws),
       duplicates: duplicatesBeyond(handled, members.flatMap((m) => m.commits)),
       redeliveries: [...counts.values()].filter((c) => c > 1).length,
+      zombies: zombieHandlings(handled, members.flatMap((m) => m.commits)).size,
       orderViolations: orderViolations(handled),
       overlaps: overlappingTenures(handled.filter((h) => facts.pausedMember === undefined || h.member !== facts.pausedMember || h.t < (facts.pausedAt as number))),
       staleAccepted,
@@ -391,6 +428,7 @@ export function formatPartitionTable(results: PartitionScenarioResult[]): string
     ['lost', (r) => String(r.lost.length)],
     ['crash redeliveries', (r) => String(r.redeliveries - r.duplicates.length)],
     ['duplicated beyond those', (r) => String(r.duplicates.length)],
+    ['handled by a replaced owner', (r) => String(r.zombies)],
     ['order violations', (r) => String(r.orderViolations.length)],
     ['overlapping tenures', (r) => String(r.overlaps.length)],
     ['stale commits accepted', (r) => String(r.staleAccepted.length)],
