@@ -15,6 +15,9 @@ import {
   type PartitionSource,
   type ResolvedPartitionOptions,
 } from './partition-options.js';
+import { Coalescer } from '../core/coalescer.js';
+import type { CommitInput } from '../core/ownership-arguments.js';
+import type { SettleResult } from '../core/types.js';
 import { PartitionWorker, Slots } from './partition-worker.js';
 import { partitionTransactionalHandler } from './transactional-handler.js';
 import { requireCapability } from '../core/capabilities.js';
@@ -73,6 +76,12 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
   readonly #o: ResolvedPartitionOptions<T>;
   readonly #timers: Timers;
   readonly #slots: Slots;
+  /**
+   * Offset commits of every worker, one call at a time (core/coalescer.ts):
+   * busy partitions share one commit per round, and so one connection and
+   * one durable write. At most one op per partition per call.
+   */
+  readonly #committer: Coalescer<CommitInput, SettleResult>;
   readonly #workers = new Map<number, PartitionWorker<T>>();
   readonly #revoking = new Set<number>();
   #maxAttempts: number | null;
@@ -98,6 +107,7 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
     this.memberId = o.memberId;
     this.#timers = o.timers ?? systemTimers;
     this.#slots = new Slots(o.concurrency);
+    this.#committer = new Coalescer((ops: CommitInput[]) => source.commit(ops), { key: (op) => op.partition });
     this.#maxAttempts = o.maxAttempts;
     this.done = new Promise<void>((resolve) => (this.#resolveDone = resolve));
     if (o.signal?.aborted) queueMicrotask(this.#onAbort);
@@ -261,6 +271,7 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
       timers: this.#timers,
       slots: this.#slots,
       maxAttempts: this.#maxAttempts ?? 1,
+      committer: this.#committer,
       report: {
         handled: () => void counters.handled++,
         retried: () => void counters.retried++,

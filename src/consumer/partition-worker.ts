@@ -3,8 +3,11 @@ import type { JsonValue, RheoEvent } from '../core/types.js';
 import { backoffDelay } from '../producer/backoff.js';
 import { sleep, type Timers } from '../producer/timers.js';
 import { isThenable } from '../sinks/lease-outcome.js';
+import type { Coalescer } from '../core/coalescer.js';
+import type { CommitInput } from '../core/ownership-arguments.js';
+import type { SettleResult } from '../core/types.js';
 import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
-import type { PartitionHandlerContext, PartitionSource, ResolvedPartitionOptions } from './partition-options.js';
+import type { PartitionHandler, PartitionHandlerContext, PartitionSource, ResolvedPartitionOptions } from './partition-options.js';
 
 /** A counting semaphore: `concurrency` handlers at once across every worker of a consumer. */
 export class Slots {
@@ -15,11 +18,15 @@ export class Slots {
     this.#free = size;
   }
 
+  /** Takes a slot now if one is free (no promise, no turn of the event loop). */
+  tryTake(): boolean {
+    if (this.#free === 0) return false;
+    this.#free--;
+    return true;
+  }
+
   async take(): Promise<void> {
-    if (this.#free > 0) {
-      this.#free--;
-      return;
-    }
+    if (this.tryTake()) return;
     await new Promise<void>((resolve) => this.#waiters.push(resolve));
   }
 
@@ -41,6 +48,28 @@ export interface WorkerReport {
 
 /** How one event ended in this batch. */
 type EventEnd = { kind: 'done' } | { kind: 'dead'; attempt: number; reason: string } | { kind: 'aborted' };
+const DONE: EventEnd = { kind: 'done' };
+const ABORTED: EventEnd = { kind: 'aborted' };
+/** What a handler run that the worker aborted counts as (it is never settled: the event is not done). */
+const ABORTED_RUN: Settlement = { kind: 'nack', reason: 'aborted', delayMs: 0, failure: null };
+
+/**
+ * A handler call still running. Its `AbortSignal` is made only if the
+ * handler reads `context.signal` (most never do, and one per event was a
+ * tenth of the consumer's CPU); the worker aborts what it made.
+ */
+class Run {
+  controller: AbortController | null = null;
+  settle: ((s: Settlement) => void) | null = null;
+
+  signal(parent: AbortSignal): AbortSignal {
+    if (this.controller === null) {
+      this.controller = new AbortController();
+      if (parent.aborted) this.controller.abort(parent.reason);
+    }
+    return this.controller.signal;
+  }
+}
 
 /**
  * One owned partition: reads it in sequence order from the committed
@@ -69,12 +98,15 @@ export class PartitionWorker<T extends JsonValue> {
   readonly #slots: Slots;
   readonly #maxAttempts: number;
   readonly #report: WorkerReport;
+  readonly #committer: Coalescer<CommitInput, SettleResult>;
+  /** Asynchronous handler runs in progress, ended at once when the worker aborts. */
+  readonly #running = new Set<Run>();
 
   constructor(
     source: PartitionSource,
     options: ResolvedPartitionOptions<T>,
     owned: { partition: number; generation: number; frontier: number },
-    env: { timers: Timers; slots: Slots; maxAttempts: number; report: WorkerReport },
+    env: { timers: Timers; slots: Slots; maxAttempts: number; report: WorkerReport; committer: Coalescer<CommitInput, SettleResult> },
   ) {
     this.#source = source;
     this.#o = options;
@@ -85,6 +117,19 @@ export class PartitionWorker<T extends JsonValue> {
     this.#slots = env.slots;
     this.#maxAttempts = env.maxAttempts;
     this.#report = env.report;
+    this.#committer = env.committer;
+    // An abort from the worker (revocation past its grace, lost partition,
+    // stop timeout) ends every run at once; what a handler still does is ignored.
+    this.#abort.signal.addEventListener(
+      'abort',
+      () => {
+        for (const run of [...this.#running]) {
+          run.controller?.abort(this.#abort.signal.reason);
+          run.settle?.(ABORTED_RUN);
+        }
+      },
+      { once: true },
+    );
     this.done = this.#loop();
   }
 
@@ -184,15 +229,15 @@ export class PartitionWorker<T extends JsonValue> {
   async #commit(upTo: number, deadLetters: Array<{ sequence: number; attempt: number; reason: string }>): Promise<boolean> {
     for (let failures = 1; ; failures++) {
       try {
-        const [result] = await this.#source.commit([{ ...this.fence, upTo, deadLetters }]);
-        if (result?.ok) {
+        const result = await this.#committer.submit({ ...this.fence, upTo, deadLetters });
+        if (result.ok) {
           this.#position = upTo;
           this.#report.committed();
           if (deadLetters.length > 0) this.#report.deadLettered(deadLetters.length);
           return true;
         }
-        if (result && this.#fencedBy(result.error)) return false;
-        if (result) this.#report.error('commit', result.error);
+        if (this.#fencedBy(result.error)) return false;
+        this.#report.error('commit', result.error);
       } catch (error) {
         if (this.#fencedBy(error)) return false;
         this.#report.error('commit', error as RheoError);
@@ -226,7 +271,7 @@ export class PartitionWorker<T extends JsonValue> {
       for (let i = 0; i < events.length; i++) {
         ends[i] = await this.#runEvent(events[i]!);
         if (ends[i]!.kind === 'aborted') {
-          ends.fill({ kind: 'aborted' }, i + 1);
+          ends.fill(ABORTED, i + 1);
           break;
         }
       }
@@ -245,7 +290,7 @@ export class PartitionWorker<T extends JsonValue> {
           const i = chain[k]!;
           ends[i] = await this.#runEvent(events[i]!);
           if (ends[i]!.kind === 'aborted') {
-            for (const j of chain.slice(k + 1)) ends[j] = { kind: 'aborted' };
+            for (const j of chain.slice(k + 1)) ends[j] = ABORTED;
             return;
           }
         }
@@ -257,30 +302,31 @@ export class PartitionWorker<T extends JsonValue> {
   /** Runs one event until it is done, dead, or aborted: retries with backoff in between. */
   async #runEvent(event: RheoEvent<T>): Promise<EventEnd> {
     for (let attempt = 1; ; attempt++) {
-      if (this.#abort.signal.aborted) return { kind: 'aborted' };
-      await this.#slots.take();
+      if (this.#abort.signal.aborted) return ABORTED;
+      if (!this.#slots.tryTake()) await this.#slots.take();
       let settlement: Settlement;
       try {
-        if (this.#abort.signal.aborted) return { kind: 'aborted' };
-        settlement = await this.#invoke(event, attempt);
+        if (this.#abort.signal.aborted) return ABORTED;
+        const run = this.#invoke(event, attempt);
+        settlement = run instanceof Promise ? await run : run;
       } finally {
         this.#slots.give();
       }
       this.#report.handled();
-      if (this.#abort.signal.aborted) return { kind: 'aborted' };
-      if (settlement.kind === 'ack') return { kind: 'done' };
+      if (this.#abort.signal.aborted) return ABORTED;
+      if (settlement.kind === 'ack') return DONE;
       if (settlement.kind === 'reject') return { kind: 'dead', attempt, reason: settlement.reason };
       if (settlement.kind === 'committed') {
         // With transaction: true the offset (and a reject's dead letter)
         // committed with the handler's writes. Without it this only comes
         // from a handler that returned another consumer's transactional outcome.
         if (this.#o.transaction) return this.#committedInTransaction(event.sequence, settlement.settle === 'reject');
-        if (settlement.settle === 'ack') return { kind: 'done' };
+        if (settlement.settle === 'ack') return DONE;
         return { kind: 'dead', attempt, reason: settlement.reason ?? 'rejected' };
       }
       if (settlement.kind === 'uncommitted') {
         // The partition moved on: the writes rolled back, the new owner redoes the event.
-        if (this.#fencedBy(settlement.error)) return { kind: 'aborted' };
+        if (this.#fencedBy(settlement.error)) return ABORTED;
         if (this.#o.onFailure === 'dead-letter' && attempt >= this.#maxAttempts) return this.#dead(event.sequence, attempt, settlement.error.message);
         this.#report.retried();
         await sleep(this.#timers, backoffDelay(attempt, this.#o.retryBackoff), this.#abort.signal);
@@ -297,7 +343,7 @@ export class PartitionWorker<T extends JsonValue> {
     this.#position = sequence;
     this.#report.committed();
     if (rejected) this.#report.deadLettered(1);
-    return { kind: 'done' };
+    return DONE;
   }
 
   /**
@@ -308,56 +354,60 @@ export class PartitionWorker<T extends JsonValue> {
    */
   async #dead(sequence: number, attempt: number, reason: string): Promise<EventEnd> {
     if (!this.#o.transaction) return { kind: 'dead', attempt, reason };
-    return (await this.#commit(sequence, [{ sequence, attempt, reason }])) ? { kind: 'done' } : { kind: 'aborted' };
+    return (await this.#commit(sequence, [{ sequence, attempt, reason }])) ? DONE : ABORTED;
   }
 
-  /** One handler call with its own signal (aborted by the worker's) and optional timeout. Never rejects. */
-  #invoke(event: RheoEvent<T>, attempt: number): Promise<Settlement> {
-    const controller = new AbortController();
+  /**
+   * One handler call with its own signal (aborted by the worker's) and
+   * optional timeout. Never rejects; a handler that returns synchronously
+   * is settled synchronously, without a promise or a timer.
+   */
+  #invoke(event: RheoEvent<T>, attempt: number): Settlement | Promise<Settlement> {
     const parent = this.#abort.signal;
+    const run = new Run();
+    const context: PartitionHandlerContext = {
+      attempt,
+      partition: this.partition,
+      generation: this.generation,
+      memberId: this.#o.memberId,
+      get signal() {
+        return run.signal(parent);
+      },
+    };
+    let value: ReturnType<PartitionHandler<T>>;
+    try {
+      value = this.#o.handler(event, context);
+    } catch (error) {
+      return thrownSettlement(error);
+    }
+    if (!isThenable(value)) return settlementOf(value);
     return new Promise<Settlement>((resolve) => {
-      let finished = false;
       let timer: { cancel(): void } | null = null;
-      const finish = (s: Settlement): void => {
-        if (finished) return;
-        finished = true;
+      run.settle = (s: Settlement): void => {
+        if (run.settle === null) return;
+        run.settle = null;
+        this.#running.delete(run);
         timer?.cancel();
-        parent.removeEventListener('abort', onAbort);
         resolve(s);
       };
-      // An abort from the worker (revocation past its grace, lost partition,
-      // stop timeout) ends the run at once; what the handler still does is ignored.
-      const onAbort = (): void => {
-        controller.abort(parent.reason);
-        finish({ kind: 'nack', reason: 'aborted', delayMs: 0, failure: null });
-      };
-      parent.addEventListener('abort', onAbort, { once: true });
+      this.#running.add(run);
+      if (parent.aborted) return run.settle(ABORTED_RUN);
       const timeoutMs = this.#o.handlerTimeoutMs;
       if (timeoutMs !== null) {
         timer = this.#timers.schedule(
           timeoutMs,
           () => {
             const s = timeoutSettlement(timeoutMs);
-            controller.abort(s.kind === 'nack' ? s.failure?.error : undefined);
-            finish(s);
+            run.controller?.abort(s.kind === 'nack' ? s.failure?.error : undefined);
+            run.settle?.(s);
           },
           { keepAlive: false },
         );
       }
-      const context: PartitionHandlerContext = {
-        attempt,
-        partition: this.partition,
-        generation: this.generation,
-        memberId: this.#o.memberId,
-        signal: controller.signal,
-      };
-      try {
-        const value = this.#o.handler(event, context);
-        if (!isThenable(value)) finish(settlementOf(value));
-        else Promise.resolve(value).then((v) => finish(settlementOf(v)), (error: unknown) => finish(thrownSettlement(error)));
-      } catch (error) {
-        finish(thrownSettlement(error));
-      }
+      Promise.resolve(value).then(
+        (v) => run.settle?.(settlementOf(v)),
+        (error: unknown) => run.settle?.(thrownSettlement(error)),
+      );
     });
   }
 }

@@ -87,6 +87,42 @@ for (const factory of factories) {
       expect(await frontiers(rheo)).toEqual([50, 50, 50, 50]);
     });
 
+    it('commits of partitions that finish together go out as one call, one call in flight at a time', async () => {
+      const { rheo, consume } = fx();
+      await rheo.appendBatch('s', Array.from({ length: 40 }, (_, i) => ({ partition: i % 4, payload: { i } })));
+      // Every commit call the consumer makes, as the partitions it carried.
+      const calls: number[][] = [];
+      let inFlight = 0;
+      let peak = 0;
+      const commit = rheo.commit.bind(rheo);
+      rheo.commit = async (ops, options) => {
+        calls.push(ops.map((op) => op.partition));
+        peak = Math.max(peak, ++inFlight);
+        try {
+          return await commit(ops, options);
+        } finally {
+          inFlight--;
+        }
+      };
+      const hold = gate();
+      let waiting = 0;
+      consume({
+        batchSize: 10,
+        concurrency: 4,
+        handler: async () => {
+          waiting++;
+          await hold.promise;
+        },
+      });
+      await waitFor(() => waiting === 4, 'a handler running on every partition');
+      hold.open();
+      await waitFor(async () => (await rheo.lag('s', 'g')).lag === 0, 'the group to drain');
+      expect(calls).toHaveLength(1);
+      expect([...calls[0]!].sort()).toEqual([0, 1, 2, 3]);
+      expect(peak).toBe(1);
+      expect(await frontiers(rheo)).toEqual([10, 10, 10, 10]);
+    });
+
     it("orderBy 'key' runs different keys in parallel and one key at a time, in order", async () => {
       const { rheo, consume } = fx();
       await rheo.appendBatch('s', [

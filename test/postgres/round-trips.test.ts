@@ -109,4 +109,38 @@ describe('postgres round trips', () => {
     expect((await rheo.lag('s', 'g')).lag).toBe(0);
     await rheo.close();
   });
+  it('reads of owned partitions asked for together share one statement; a stale fence fails alone, a call with a signal goes alone', async () => {
+    const { rheo } = await setup(8, 0);
+    await rheo.appendBatch('s', Array.from({ length: 800 }, (_, i) => ({ partition: i % 8, payload: { n: i } })));
+    const view = await rheo.heartbeat('s', 'g', { memberId: 'm' });
+    expect(view.owned).toHaveLength(8);
+    const fence = (o: { partition: number; generation: number }) => ({ stream: 's', group: 'g', partition: o.partition, memberId: 'm', generation: o.generation });
+    await rheo.readOwned(fence(view.owned[0]!), { limit: 1 }); // warms the stream/group cache
+
+    const together = await count(() => Promise.all(view.owned.map((o) => rheo.readOwned(fence(o), { after: 10, limit: 20 }))));
+    expect(together.statements).toBe(1);
+    together.result.forEach((events, k) => {
+      expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: 20 }, (_, i) => 11 + i));
+      expect(events.every((e) => e.partition === view.owned[k]!.partition)).toBe(true);
+    });
+
+    // One stale fence among them: only that read fails, with stale_generation.
+    const stale = { ...view.owned[3]!, generation: view.owned[3]!.generation + 1 };
+    const mixed = await count(() =>
+      Promise.allSettled(view.owned.map((o, k) => rheo.readOwned(fence(k === 3 ? stale : o), { after: 95, limit: 20 }))),
+    );
+    expect(mixed.statements).toBe(1);
+    mixed.result.forEach((r, k) => {
+      if (k === 3) expect(r).toMatchObject({ status: 'rejected', reason: { code: 'stale_generation' } });
+      else expect(r).toMatchObject({ status: 'fulfilled', value: [{ sequence: 96 }, { sequence: 97 }, { sequence: 98 }, { sequence: 99 }, { sequence: 100 }] });
+    });
+
+    // A read with its own signal is its own statement: aborting it cancels nothing else.
+    const controller = new AbortController();
+    const alone = await count(() =>
+      Promise.all(view.owned.map((o, k) => rheo.readOwned(fence(o), k === 0 ? { after: 0, limit: 5, signal: controller.signal } : { after: 0, limit: 5 }))),
+    );
+    expect(alone.statements).toBe(2);
+    expect(alone.result.map((events) => events.length)).toEqual(Array(8).fill(5));
+  });
 });

@@ -1,3 +1,5 @@
+import type { Coalescer } from '../../core/coalescer.js';
+import type { OwnedRead, OwnedReadResult } from './ownership.js';
 import {
   receiptOf,
   type FetchRequest,
@@ -28,6 +30,8 @@ export interface LeaseContext {
    * (created on first use).
    */
   contention?: Map<number, number>;
+  /** Owned-partition reads waiting to share a statement (ownership.ts; created on first use). */
+  ownedReads?: Coalescer<OwnedRead, OwnedReadResult>;
 }
 
 /** After a fetch found a requested cursor held elsewhere, this many fetches lock half of the partitions. */

@@ -19,6 +19,8 @@ import {
   type StepReport,
 } from '../../core/membership.js';
 import type { RheoEvent } from '../../core/types.js';
+import { callSignals, currentCallSignal } from '../../core/call-options.js';
+import { Coalescer } from '../../core/coalescer.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
 import { txQuery, type Queryable, type Runner } from './connection.js';
 import type { LeaseContext } from './leases.js';
@@ -142,16 +144,74 @@ export async function releasePartitions(ctx: LeaseContext, fences: OwnershipFenc
   return fences.map((f, i) => (applied.has(i) ? { ok: true as const } : { ok: false as const, error: staleGeneration(f) }));
 }
 
+/** One range read of an owned partition, resolved against the catalog. */
+export interface OwnedRead {
+  g: GroupRef;
+  fence: OwnershipFence;
+  after: number;
+  limit: number;
+  maxBytes: number;
+}
+
+/** The events of a read, or `null` when its fence is stale. */
+export type OwnedReadResult = RheoEvent[] | null;
+
 export async function readOwned(ctx: LeaseContext, fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
   const g = await ctx.catalog.group(fence.stream, fence.group);
   checkPartitions(g.stream, [fence.partition]);
-  const rows = await ctx.db.query<EventRow & { fenced: boolean }>(
-    { action: `read owned partition ${fence.partition} of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: false },
+  const read: OwnedRead = { g, fence, after, limit, maxBytes };
+  // A call with its own signal or timeout is sent alone, so cancelling it
+  // cancels only its own statement; the rest share one statement per round.
+  const events = currentCallSignal() ? (await readOwnedBatch(ctx, [read]))[0]! : await ownedReads(ctx).submit(read);
+  if (events === null) throw staleGeneration(fence);
+  return events;
+}
+
+/**
+ * The reads that a consumer's partition workers ask for together (every
+ * owned partition that has caught up reads again at about the same time)
+ * go out as one statement while another is in flight: one round trip and
+ * one connection instead of one per partition.
+ */
+function ownedReads(ctx: LeaseContext): Coalescer<OwnedRead, OwnedReadResult> {
+  // Sent outside the async context of whichever call happened to start the
+  // round: no caller's signal may cancel a statement the others share.
+  ctx.ownedReads ??= new Coalescer((reads: OwnedRead[]) => callSignals.exit(() => readOwnedBatch(ctx, reads)), { maxBatch: 64 });
+  return ctx.ownedReads;
+}
+
+export async function readOwnedBatch(ctx: LeaseContext, reads: OwnedRead[]): Promise<OwnedReadResult[]> {
+  const first = reads[0]!;
+  const rows = await ctx.db.query<EventRow & { i: number; fenced: boolean }>(
+    {
+      action:
+        reads.length === 1
+          ? `read owned partition ${first.fence.partition} of group "${first.g.name}" on stream "${first.g.stream.name}"`
+          : `read ${reads.length} owned partitions of group "${first.g.name}" on stream "${first.g.stream.name}"`,
+      stream: first.g.stream.name,
+      group: first.g.name,
+      writes: false,
+    },
     ctx.sql.ownership.readOwned,
-    [g.stream.id, fence.partition, after, limit, maxBytes, g.id, fence.memberId, fence.generation],
+    [
+      reads.map((r) => r.g.stream.id),
+      reads.map((r) => r.fence.partition),
+      reads.map((r) => r.after),
+      reads.map((r) => r.limit),
+      reads.map((r) => r.maxBytes),
+      reads.map((r) => r.g.id),
+      reads.map((r) => r.fence.memberId),
+      reads.map((r) => r.fence.generation),
+    ],
   );
-  if (!rows[0]?.fenced) throw staleGeneration(fence);
-  return rows.filter((r) => r.id !== null).map((r) => toEvent(g.stream.name, r));
+  const results: OwnedReadResult[] = reads.map(() => null);
+  for (const row of rows) {
+    const k = row.i - 1;
+    if (!row.fenced) continue;
+    const events = (results[k] ??= []);
+    if (row.id !== null) events.push(toEvent(reads[k]!.g.stream.name, row));
+  }
+  return results;
 }
 
 /**

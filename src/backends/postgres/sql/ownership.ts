@@ -127,18 +127,26 @@ RETURNING f.i`;
 }
 
 /**
- * A fenced range read: one row with `fenced` and no event when the fence is
- * stale or nothing is there, else the events like readSql. The owner row is
- * read (not locked): a read cannot change anything, and a commit under the
- * same fence is fenced again. $1 stream_id, $2 partition, $3 after, $4 limit,
- * $5 max bytes, $6 group_id, $7 member id, $8 generation.
+ * Fenced range reads of several owned partitions in one statement (the
+ * reads a consumer's workers ask for at once, coalesced by ownership.ts).
+ * Per read: one row with `fenced` and no event when its fence is stale or
+ * nothing is there, else its events like readSql, each row tagged with the
+ * read's index `i` (1-based). Owner rows are read, not locked: a read
+ * cannot change anything, and a commit under the same fence is fenced
+ * again. $1 stream_ids, $2 partitions, $3 after, $4 limits, $5 max bytes,
+ * $6 group_ids, $7 member ids, $8 generations.
  */
 export function readOwnedSql(s: string): string {
   return `
-SELECT f.fenced, e.*
-FROM (SELECT EXISTS (
+WITH r AS (
+  SELECT * FROM unnest($1::int[], $2::int[], $3::int8[], $4::int[], $5::int8[], $6::int[], $7::text[], $8::int8[])
+    WITH ORDINALITY AS r(stream_id, partition, after, lim, max_bytes, group_id, member_id, generation, i)
+)
+SELECT r.i, f.fenced, e.*
+FROM r
+CROSS JOIN LATERAL (SELECT EXISTS (
         SELECT 1 FROM ${s}.partition_owners po
-        WHERE po.group_id = $6 AND po.partition = $2 AND po.owner = $7 AND po.generation = $8
+        WHERE po.group_id = r.group_id AND po.partition = r.partition AND po.owner = r.member_id AND po.generation = r.generation
       ) AS fenced) f
 LEFT JOIN LATERAL (
   SELECT ${eventColumns('e')}
@@ -146,15 +154,15 @@ LEFT JOIN LATERAL (
     SELECT e.*, sum(${eventSize('e')}) OVER w AS running_bytes, row_number() OVER w AS k
     FROM (
       SELECT * FROM ${s}.events e
-      WHERE e.stream_id = $1 AND e.partition = $2 AND e.sequence > $3
+      WHERE e.stream_id = r.stream_id AND e.partition = r.partition AND e.sequence > r.after
       ORDER BY e.sequence
-      LIMIT $4
+      LIMIT r.lim
     ) e
     WINDOW w AS (ORDER BY e.sequence ROWS UNBOUNDED PRECEDING)
   ) e
-  WHERE e.running_bytes <= $5 OR e.k = 1
+  WHERE e.running_bytes <= r.max_bytes OR e.k = 1
 ) e ON f.fenced
-ORDER BY e.sequence`;
+ORDER BY r.i, e.sequence`;
 }
 
 /**
