@@ -4,6 +4,7 @@ import pg from 'pg';
 
 import type { Rheo } from '../../src/index.js';
 import { log, type BenchContext } from '../lib/context.js';
+import { CpuSpan } from '../lib/cpu.js';
 import { openRheo } from '../lib/rheo-setup.js';
 import { now, rate, sleep, waitUntil } from '../lib/stats.js';
 import { inChunks, payload, EVENT_TYPE } from '../lib/workload.js';
@@ -14,6 +15,14 @@ const BATCH = 100;
 const MEMBER = fileURLToPath(new URL('../lib/partition-member.ts', import.meta.url));
 
 const COMPETING_DEMAND = 500;
+/**
+ * The drains are timed by polling `lag` from this process. Every poll is two
+ * statements on the server under test (0.5 ms of it per poll over a 200k
+ * backlog), so polling every 2 ms took a quarter of a core from the members
+ * on a 2-core machine, which the raw ceilings never paid. Every 25 ms costs
+ * about 2 % and adds at most 25 ms to a drain of several seconds.
+ */
+const DRAIN_POLL_MS = 25;
 
 export const PARTITION_CASES = {
   raw: `raw log ceiling: ${PARTITION_COUNT} loops of read ${BATCH} + cursor UPDATE`,
@@ -41,6 +50,11 @@ export const PARTITION_CASES = {
  * hand-written job queue does). Competing mode (leases, no ownership) drains
  * the same backlog with one and with two member processes, timed the same
  * way (group past the backlog, members started, reset to the start).
+ *
+ * Each case also records the CPU it cost per event: the client side (the
+ * raw loops in this process, or the member processes) and PostgreSQL (every
+ * `postgres` process on this machine, from /proc), since two member
+ * processes and the server share the machine's cores.
  */
 export async function partitionsScenario(ctx: BenchContext): Promise<void> {
   if (!ctx.pg) return ctx.skip(PARTITIONS, 'no database');
@@ -52,18 +66,32 @@ export async function partitionsScenario(ctx: BenchContext): Promise<void> {
       const stream = `p${run}`;
       await rheo.createStream(stream, { partitions: PARTITION_COUNT });
       await append(rheo, stream, events);
-      ctx.record(PARTITIONS, PARTITION_CASES.raw, 'events/s', await rawLogCeiling(url, stream, events));
-      ctx.record(PARTITIONS, PARTITION_CASES.rawQueue, 'events/s', await rawQueueCeiling(url, stream, events));
-      ctx.record(PARTITIONS, PARTITION_CASES.one, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}a`, events, 1));
-      ctx.record(PARTITIONS, PARTITION_CASES.two, 'events/s', await drainWithMembers(rheo, url, stream, `g${run}b`, events, 2));
-      ctx.record(PARTITIONS, PARTITION_CASES.competingOne, 'events/s', await drainCompeting(rheo, url, stream, `g${run}c`, events, 1));
-      ctx.record(PARTITIONS, PARTITION_CASES.competingTwo, 'events/s', await drainCompeting(rheo, url, stream, `g${run}d`, events, 2));
+      recordDrain(ctx, PARTITION_CASES.raw, await rawLogCeiling(url, stream, events));
+      recordDrain(ctx, PARTITION_CASES.rawQueue, await rawQueueCeiling(url, stream, events));
+      recordDrain(ctx, PARTITION_CASES.one, await drainWithMembers(rheo, url, stream, `g${run}a`, events, 1));
+      recordDrain(ctx, PARTITION_CASES.two, await drainWithMembers(rheo, url, stream, `g${run}b`, events, 2));
+      recordDrain(ctx, PARTITION_CASES.competingOne, await drainCompeting(rheo, url, stream, `g${run}c`, events, 1));
+      recordDrain(ctx, PARTITION_CASES.competingTwo, await drainCompeting(rheo, url, stream, `g${run}d`, events, 2));
       log(`    run ${run + 1}: ${Object.values(PARTITION_CASES).map((c) => Math.round(ctx.get(PARTITIONS, c)!.samples[run]!)).join(' / ')} events/s`);
     }
   } finally {
     await rheo.close();
     await ctx.pg.dropDatabase('rheo_bench_partitions');
   }
+}
+
+/** A drain's rate, and the CPU it cost per event on each side (clients: the loop or the member processes). */
+interface DrainResult {
+  rate: number;
+  clientUs: number;
+  postgresUs: number | null;
+}
+
+/** Where two processes and PostgreSQL share two vCPUs, CPU per event is what bounds a drain. */
+function recordDrain(ctx: BenchContext, name: string, d: DrainResult): void {
+  ctx.record(PARTITIONS, name, 'events/s', d.rate);
+  ctx.record(PARTITIONS, `${name}: client CPU per event`, 'µs', d.clientUs);
+  if (d.postgresUs !== null) ctx.record(PARTITIONS, `${name}: PostgreSQL CPU per event`, 'µs', d.postgresUs);
 }
 
 async function append(rheo: Rheo, stream: string, count: number): Promise<void> {
@@ -75,7 +103,7 @@ async function append(rheo: Rheo, stream: string, count: number): Promise<void> 
 }
 
 /** The ceiling: per partition, SELECT the next BATCH events and UPDATE a cursor, all partitions in parallel. */
-async function rawLogCeiling(url: string, stream: string, events: number): Promise<number> {
+async function rawLogCeiling(url: string, stream: string, events: number): Promise<DrainResult> {
   const pool = new pg.Pool({ connectionString: url, max: PARTITION_COUNT });
   try {
     const [{ id }] = (await pool.query<{ id: number }>('SELECT id FROM rheo.streams WHERE name = $1', [stream])).rows as [{ id: number }];
@@ -85,6 +113,8 @@ async function rawLogCeiling(url: string, stream: string, events: number): Promi
       [stream, PARTITION_COUNT],
     );
     let done = 0;
+    const cpu = new CpuSpan([], true);
+    cpu.start();
     const t0 = now();
     await Promise.all(
       Array.from({ length: PARTITION_COUNT }, async (_, partition) => {
@@ -101,15 +131,16 @@ async function rawLogCeiling(url: string, stream: string, events: number): Promi
         }
       }),
     );
+    const elapsed = now() - t0;
     if (done !== events) throw new Error(`raw log loop read ${done} of ${events}`);
-    return rate(events, now() - t0);
+    return { rate: rate(events, elapsed), ...spent(cpu, events) };
   } finally {
     await pool.end();
   }
 }
 
 /** The queue ceiling: the backlog copied into a table, then claimed with SKIP LOCKED and deleted, BATCH rows per transaction. */
-async function rawQueueCeiling(url: string, stream: string, events: number): Promise<number> {
+async function rawQueueCeiling(url: string, stream: string, events: number): Promise<DrainResult> {
   const pool = new pg.Pool({ connectionString: url, max: PARTITION_COUNT });
   try {
     await pool.query('DROP TABLE IF EXISTS bench_queue');
@@ -120,6 +151,8 @@ async function rawQueueCeiling(url: string, stream: string, events: number): Pro
     );
     await pool.query('VACUUM ANALYZE bench_queue');
     let done = 0;
+    const cpu = new CpuSpan([], true);
+    cpu.start();
     const t0 = now();
     await Promise.all(
       Array.from({ length: PARTITION_COUNT }, async () => {
@@ -146,8 +179,9 @@ async function rawQueueCeiling(url: string, stream: string, events: number): Pro
         }
       }),
     );
+    const elapsed = now() - t0;
     if (done !== events) throw new Error(`raw queue loop claimed ${done} of ${events}`);
-    return rate(events, now() - t0);
+    return { rate: rate(events, elapsed), ...spent(cpu, events) };
   } finally {
     await pool.query('DROP TABLE IF EXISTS bench_queue').catch(() => undefined);
     await pool.end();
@@ -155,7 +189,7 @@ async function rawQueueCeiling(url: string, stream: string, events: number): Pro
 }
 
 /** Competing mode: `processes` lease consumers on a group past the backlog, started, then reset to the start and timed to lag 0. */
-async function drainCompeting(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<number> {
+async function drainCompeting(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<DrainResult> {
   await rheo.createGroup(stream, group, { startAfter: events / PARTITION_COUNT });
   const children: ChildProcess[] = [];
   let ready = 0;
@@ -172,10 +206,12 @@ async function drainCompeting(rheo: Rheo, url: string, stream: string, group: st
     await waitUntil('competing members to start', () => ready === processes, 60_000, 20);
     // Let each consumer make its first (empty) fetch and go idle.
     await sleep(500);
+    const cpu = new CpuSpan(children.map((c) => c.pid!));
+    cpu.start();
     const t0 = now();
     await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
-    await waitUntil('the competing members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, 2);
-    return rate(events, now() - t0);
+    await waitUntil('the competing members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, DRAIN_POLL_MS);
+    return { rate: rate(events, now() - t0), ...spent(cpu, events) };
   } finally {
     for (const child of children) child.kill('SIGTERM');
     await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
@@ -183,7 +219,7 @@ async function drainCompeting(rheo: Rheo, url: string, stream: string, group: st
 }
 
 /** Starts `processes` members on a group past the backlog, waits for balance, resets it to the start and times the drain. */
-async function drainWithMembers(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<number> {
+async function drainWithMembers(rheo: Rheo, url: string, stream: string, group: string, events: number, processes: number): Promise<DrainResult> {
   await rheo.createGroup(stream, group, { startAfter: events / PARTITION_COUNT });
   const children: ChildProcess[] = [];
   try {
@@ -200,12 +236,19 @@ async function drainWithMembers(rheo: Rheo, url: string, stream: string, group: 
       60_000,
       20,
     );
+    const cpu = new CpuSpan(children.map((c) => c.pid!));
+    cpu.start();
     const t0 = now();
     await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
-    await waitUntil('the members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, 2);
-    return rate(events, now() - t0);
+    await waitUntil('the members to drain', async () => (await rheo.lag(stream, group)).lag === 0, 300_000, DRAIN_POLL_MS);
+    return { rate: rate(events, now() - t0), ...spent(cpu, events) };
   } finally {
     for (const child of children) child.kill('SIGTERM');
     await Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve(null) : c.once('exit', resolve)))));
   }
+}
+
+function spent(cpu: CpuSpan, events: number): { clientUs: number; postgresUs: number | null } {
+  const { processUs, postgresUs } = cpu.stop(events);
+  return { clientUs: processUs, postgresUs };
 }

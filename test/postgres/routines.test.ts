@@ -17,6 +17,19 @@ describe('postgres routines', () => {
     for (const row of rows) expect(row.proconfig).toContain('search_path=pg_catalog, pg_temp');
   });
 
+  it('every routine runs without JIT and with its generic plan', async () => {
+    // A generic plan guesses LIMIT $n at a tenth of the rows, so over a large
+    // events table the claim's estimate passed jit_above_cost and each call
+    // spent ~200 ms compiling (see routines.ts).
+    const backend = await makeTestBackend();
+    const { rows } = await sharedPool().query<{ proname: string; proconfig: string[] | null }>(
+      `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = ANY ($2)`,
+      [backend.schema, ROUTINES.map((r) => r.name)],
+    );
+    expect(rows).toHaveLength(ROUTINES.length);
+    for (const row of rows) expect(row.proconfig, row.proname).toEqual(expect.arrayContaining(['jit=off', 'plan_cache_mode=force_generic_plan']));
+  });
+
   it("a caller's search_path cannot redirect what the claim calls", async () => {
     // A schema that shadows now() and comes before pg_catalog in the pool's search_path.
     const shadow = uniqueSchema('shadow');

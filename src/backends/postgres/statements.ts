@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { appendRoutine, claimRoutine } from './routines.js';
+import { appendRoutine, claimRoutine, readOwnedRoutine } from './routines.js';
 import { readSql } from './sql/append.js';
 import {
   countsSql,
@@ -24,7 +24,6 @@ import {
   lockGroupSql,
   membersSql,
   readMembershipSql,
-  readOwnedSql,
   releaseSql,
   writeMembershipSql,
 } from './sql/ownership.js';
@@ -95,7 +94,7 @@ export function renderStatements(quotedSchema: string) {
       writeMembership: writeMembershipSql(s),
       frontiers: frontiersSql(s),
       release: releaseSql(s),
-      readOwned: prepared('read_owned', readOwnedSql(s)),
+      readOwned: prepared('read_owned', readOwnedRoutine.call(s)),
       commit: prepared('commit', commitSql(s)),
       members: membersSql(s),
       bumpGenerations: bumpGenerationsSql(s),

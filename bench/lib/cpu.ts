@@ -1,0 +1,74 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
+const TICK_MS = 10;
+
+/** utime + stime of one process in ms, from /proc; 0 once it is gone or off Linux. */
+export function processCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) in parentheses.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU of every `postgres` process on this machine in ms (the server, its
+ * backends and background workers), or `null` when none is visible (a
+ * server elsewhere). Backends that exit between two readings take their
+ * time with them: measure over a span in which the connections stay open.
+ */
+export function postgresCpuMs(): number | null {
+  let total = 0;
+  let found = false;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    if (!stat.includes(' (postgres) ')) continue;
+    found = true;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    total += (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+  }
+  return found ? total : null;
+}
+
+/** CPU spent by the given processes and by PostgreSQL between `start()` and `stop()`, per event in µs. */
+export class CpuSpan {
+  readonly #pids: number[];
+  readonly #self: boolean;
+  #processes = 0;
+  #postgres: number | null = null;
+  #selfStart: NodeJS.CpuUsage | null = null;
+
+  /** `self`: count this process too (a loop that runs here). */
+  constructor(pids: number[], self = false) {
+    this.#pids = pids;
+    this.#self = self;
+  }
+
+  start(): void {
+    this.#processes = this.#pids.reduce((sum, pid) => sum + processCpuMs(pid), 0);
+    this.#postgres = postgresCpuMs();
+    this.#selfStart = this.#self ? process.cpuUsage() : null;
+  }
+
+  /** µs per event: of the processes (with this one when asked), and of PostgreSQL (`null` when not visible). */
+  stop(events: number): { processUs: number; postgresUs: number | null } {
+    let ms = this.#pids.reduce((sum, pid) => sum + processCpuMs(pid), 0) - this.#processes;
+    if (this.#selfStart) {
+      const used = process.cpuUsage(this.#selfStart);
+      ms += (used.user + used.system) / 1000;
+    }
+    const pgNow = postgresCpuMs();
+    const postgresMs = this.#postgres === null || pgNow === null ? null : pgNow - this.#postgres;
+    return { processUs: (ms * 1000) / events, postgresUs: postgresMs === null ? null : (postgresMs * 1000) / events };
+  }
+}
