@@ -38,7 +38,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const url = cluster.url(DATABASE);
   project.provide('rheoDatabaseUrl', url);
   process.env.RHEO_TEST_DATABASE_URL = url;
+  // A run ended by a signal (`timeout`, Ctrl-C, a CI job cancelled) never
+  // reaches the teardown; without this its cluster kept running, orphaned.
+  const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    cluster.stop(); // synchronous: pg_ctl stop, then the directory goes
+    process.exit(128 + (signal === 'SIGINT' ? 2 : signal === 'SIGHUP' ? 1 : 15));
+  };
+  for (const signal of SIGNALS) process.once(signal, onSignal);
   return async () => {
+    for (const signal of SIGNALS) process.off(signal, onSignal);
     cluster.stop();
   };
 }
