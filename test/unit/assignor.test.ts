@@ -37,6 +37,8 @@ describe('assignPartitions', () => {
     expect(assignPartitions(3, ['a', 'b'], ['gone', 'gone', 'b'])).toEqual(['a', 'b', 'b']);
     expect(assignPartitions(0, ['a'], [])).toEqual([]);
     expect(assignPartitions(2, ['a'], ['a', 'a', 'a'])).toEqual(['a', 'a']);
+    // Entries of previous past the partition count do not count as holdings.
+    expect(assignPartitions(3, ['a', 'b'], ['b', 'a', 'b', 'a'])).toEqual(['b', 'a', 'b']);
   });
 
   it('is balanced: every partition owned, counts differ by at most one, whatever it held before', () => {

@@ -69,6 +69,18 @@ describe('heartbeatStep', () => {
     expect(s.groupGeneration).toBe(generation + 1);
   });
 
+  it('rebalances when a member that owned nothing expires', () => {
+    const s = state(1);
+    heartbeatStep(s, beat('a', 60_000), 0);
+    heartbeatStep(s, beat('b', 1_000), 0);
+    expect(targets(s)).toEqual(['a']);
+    const generation = s.groupGeneration;
+    const report = heartbeatStep(s, beat('a', 60_000), 1_000);
+    expect(report.expired).toEqual(['b']);
+    expect(report.rebalanced).toBe(true);
+    expect(s.groupGeneration).toBe(generation + 1);
+  });
+
   it('does not rebalance while membership is unchanged and every partition has a live target', () => {
     const s = state(2);
     heartbeatStep(s, beat('a'), 0);
@@ -169,6 +181,17 @@ describe('leaveStep', () => {
     const before = structuredClone(s);
     expect(leaveStep(s, 'b', 5)).toEqual({ joined: false, expired: [], rebalanced: false, changed: new Set() });
     expect(s).toEqual(before);
+  });
+
+  it('rebalances when a member that owned nothing leaves', () => {
+    const s = state(1);
+    heartbeatStep(s, beat('a'), 0);
+    heartbeatStep(s, beat('b'), 0);
+    const generation = s.groupGeneration;
+    const report = leaveStep(s, 'b', 1);
+    expect(report.rebalanced).toBe(true);
+    expect(report.changed.size).toBe(0);
+    expect(s.groupGeneration).toBe(generation + 1);
   });
 
   it('frees the leaver\'s partitions and rebalances, while a live owner keeps a revoked partition until it releases', () => {
