@@ -20,6 +20,27 @@ describe('assignPartitions', () => {
     expect(assignPartitions(3, [], ['a', 'b', 'c'])).toEqual([null, null, null]);
   });
 
+  it('gives the extra partitions to the members holding the most now, ties by id in code-unit order', () => {
+    // b holds three, a two: b keeps its three and a its two, nothing moves.
+    expect(assignPartitions(5, ['a', 'b'], ['b', 'a', 'b', 'a', 'b'])).toEqual(['b', 'a', 'b', 'a', 'b']);
+    // Equal holdings: the extra one goes to the id that sorts first ('B' < 'a' by code unit).
+    expect(assignPartitions(3, ['a', 'B'], ['a', 'B', null])).toEqual(['a', 'B', 'B']);
+    expect(assignPartitions(3, ['b', 'a'], ['a', 'b', null])).toEqual(['a', 'b', 'a']);
+    // A member over its quota keeps its first partitions and gives up the rest, in partition order.
+    expect(assignPartitions(4, ['a', 'b'], ['a', 'a', 'a', 'a'])).toEqual(['a', 'a', 'b', 'b']);
+    expect(assignPartitions(5, ['a', 'b', 'c'], ['c', 'c', 'c', 'c', 'c'])).toEqual(['c', 'c', 'a', 'a', 'b']);
+  });
+
+  it('ignores previous owners that are not members, and duplicate members', () => {
+    expect(assignPartitions(4, ['b', 'b'], ['x', 'b', 'x', null])).toEqual(['b', 'b', 'b', 'b']);
+    // b holds one and so gets the extra partition; the departed owner's partitions are free.
+    expect(assignPartitions(3, ['a', 'b'], ['gone', 'gone', 'b'])).toEqual(['a', 'b', 'b']);
+    expect(assignPartitions(0, ['a'], [])).toEqual([]);
+    expect(assignPartitions(2, ['a'], ['a', 'a', 'a'])).toEqual(['a', 'a']);
+    // Entries of previous past the partition count do not count as holdings.
+    expect(assignPartitions(3, ['a', 'b'], ['b', 'a', 'b', 'a'])).toEqual(['b', 'a', 'b']);
+  });
+
   it('is balanced: every partition owned, counts differ by at most one, whatever it held before', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 64 }), memberIds, fc.array(fc.option(fc.string({ maxLength: 4 }))), (partitions, members, previous) => {
