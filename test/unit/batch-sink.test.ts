@@ -456,7 +456,7 @@ describe('batch sink', () => {
     sink.on('error', () => {});
     sink.write(fakeLease(1));
     await until(() => sink.openBatchLength === 1, 'the lease waits in the open batch');
-    const closed = new Promise<void>((resolve) => sink.once('close', resolve));
+    const closed = new Promise<void>((resolve) => sink.once('close', () => resolve()));
     sink.destroy();
     await closed;
     expect(producer.settles).toEqual([{ kind: 'release', sequence: 1 }]);
