@@ -214,7 +214,10 @@ describe('batch sink with transaction: true', () => {
     const incapable = new FakeSettler();
     incapable.backend = { name: 'plain', capabilities: { transactions: false } } as never;
     expect(() => createBatchSink({ producer: incapable.settler, handler, transaction: true })).toThrow(
-      expect.objectContaining({ code: 'unsupported', message: expect.stringContaining('"transactions" capability') }),
+      expect.objectContaining({
+        code: 'unsupported',
+        message: 'createBatchSink({ transaction: true }) needs the "transactions" capability, which the plain backend does not have',
+      }),
     );
     const noBegin = new FakeSettler();
     noBegin.backend = { name: 'odd', capabilities: { transactions: true } } as never;
@@ -236,6 +239,13 @@ describe('batch sink', () => {
     expect(() => createBatchSink({ handler } as never)).toThrow(/createBatchSink expects \{ producer, handler/);
     const sink = createBatchSink({ producer: producer.settler, handler });
     expect([sink.batchSize, sink.batchTimeoutMs]).toEqual([100, 1000]);
+  });
+
+  it('refuses two handlers at once, naming createBatchSink and the older name', () => {
+    const producer = new FakeSettler();
+    expect(() => createBatchSink({ producer: producer.settler, handler: () => {}, handleBatch: () => {} } as never)).toThrow(
+      'createBatchSink takes one handler: pass `handler` (`handleBatch` is its deprecated older name), not both',
+    );
   });
 
   it('an outcome list of the wrong length, or an outcome that is no list, nacks the batch and names what came back', async () => {
@@ -293,11 +303,11 @@ describe('batch sink', () => {
     producer.lose(d!, new RheoError('stale_lease', 'gone'));
     sink.write(c);
     sink.write(d);
-    await new Promise<void>((resolve) => sink.end(resolve));
+    // The sink stops listening by the time it finishes (not only once it is destroyed after).
+    const listening = await new Promise<number>((resolve) => sink.end(() => resolve(producer.listenerCount('lease-lost'))));
+    expect(listening).toBe(0);
     expect(batches).toEqual([[2]]);
     expect(producer.settles).toEqual([{ kind: 'ack', sequence: 2 }]);
-    // The sink stops listening once it finished.
-    expect(producer.listenerCount('lease-lost')).toBe(0);
   });
 
   it('a lost id is forgotten once it was skipped', async () => {

@@ -51,6 +51,13 @@ describe('lease sink', () => {
     expect(createLeaseSink({ producer: producer.settler, handler }).concurrency).toBe(1);
   });
 
+  it('refuses two handlers at once, naming createLeaseSink and the older name', () => {
+    const producer = new FakeSettler();
+    expect(() => createLeaseSink({ producer: producer.settler, handler: () => {}, handle: () => {} } as never)).toThrow(
+      'createLeaseSink takes one handler: pass `handler` (`handle` is its deprecated older name), not both',
+    );
+  });
+
   it('holds writes once more than maxQueued leases wait, and resumes them as handlers start', async () => {
     const producer = new FakeSettler();
     const work = gated();
@@ -118,14 +125,15 @@ describe('lease sink', () => {
     work.finish(3);
     await until(() => work.started.length === 3, 'd starts');
     work.finish(4);
-    await new Promise<void>((resolve) => sink.end(resolve));
+    // The sink stops listening by the time it finishes (not only once it is destroyed after).
+    const listening = await new Promise<number>((resolve) => sink.end(() => resolve(producer.listenerCount('lease-lost'))));
+    expect(listening).toBe(0);
     expect(work.started).toEqual([1, 3, 4]);
     expect(producer.settles.map((s) => [s.kind, s.sequence])).toEqual([
       ['ack', 1],
       ['ack', 3],
       ['ack', 4],
     ]);
-    expect(producer.listenerCount('lease-lost')).toBe(0);
   });
 
   it('a handler that throws or rejects is a handler-error and nacks with the message (the name when it has none)', async () => {
@@ -173,14 +181,18 @@ describe('lease sink', () => {
     const sink = createLeaseSink({ producer: producer.settler, concurrency: 2, handler: () => {} });
     for (const lease of leases(3)) sink.write(lease);
     let finished = false;
-    sink.end(() => (finished = true));
+    let listening = -1;
+    sink.end(() => {
+      finished = true;
+      listening = producer.listenerCount('lease-lost');
+    });
     await until(() => producer.settles.length === 3, 'three acks sent');
     await turns();
     expect(finished).toBe(false);
     expect(producer.listenerCount('lease-lost')).toBe(1);
     answer();
     await until(() => finished, 'the sink finishes');
-    expect(producer.listenerCount('lease-lost')).toBe(0);
+    expect(listening).toBe(0);
   });
 
   it('destroy aborts running handlers with its reason, releases the queue, and a handler failing afterwards releases its lease', async () => {
