@@ -195,6 +195,36 @@ describe('lease sink', () => {
     expect(listening).toBe(0);
   });
 
+  it('end waits for every settle, not only the first one answered', async () => {
+    const producer = new FakeSettler();
+    const answers = new Map<number, () => void>();
+    producer.answer = (s) => new Promise<void>((resolve) => answers.set(s.sequence, resolve));
+    const sink = createLeaseSink({ producer: producer.settler, concurrency: 2, handler: () => {} });
+    for (const lease of leases(2)) sink.write(lease);
+    let finished = false;
+    sink.end(() => (finished = true));
+    await until(() => answers.size === 2, 'both acks sent');
+    answers.get(1)!();
+    await turns();
+    expect(finished).toBe(false);
+    answers.get(2)!();
+    await until(() => finished, 'the sink finishes');
+  });
+
+  it('ends when the only lease left waiting is lost before it started', async () => {
+    const producer = new FakeSettler();
+    const started: number[] = [];
+    const sink = createLeaseSink<{ n: number }>({ producer: producer.settler, handler: (lease) => void started.push(lease.event.sequence) });
+    const lease = fakeLease(1);
+    sink.write(lease);
+    let finished = false;
+    sink.end(() => (finished = true));
+    producer.lose(lease, new RheoError('stale_lease', 'gone'));
+    await until(() => finished, 'the sink finishes');
+    expect(started).toEqual([]);
+    expect(producer.settles).toEqual([]);
+  });
+
   it('destroy aborts running handlers with its reason, releases the queue, and a handler failing afterwards releases its lease', async () => {
     const producer = new FakeSettler();
     const work = gated();
