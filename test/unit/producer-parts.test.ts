@@ -376,6 +376,14 @@ describe('InflightTracker', () => {
     expect(timers.pendingDelays()).toEqual([]);
   });
 
+  it('a round with every lease settling asks nothing and reports nothing', async () => {
+    const { tracker: t, rounds, events, summaries } = tracker();
+    t.add(fakeLease(1));
+    t.markSettling('lease-1');
+    await t.renewNow();
+    expect([rounds, events, summaries]).toEqual([[], [], []]);
+  });
+
   it('renewNow joins a round already on its way', () => {
     const { tracker: t, rounds } = tracker();
     t.add(fakeLease(1));
