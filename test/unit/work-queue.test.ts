@@ -25,6 +25,19 @@ describe('WorkQueue', () => {
     expect([queue.shift()?.n, queue.shift()?.n, queue.shift()]).toEqual([2, 3, undefined]);
   });
 
+  it('a shift that finds only holes leaves the length at zero', () => {
+    const queue = new WorkQueue<{ n: number }>();
+    queue.push(item(1));
+    queue.push(item(2));
+    expect(queue.withdraw((i) => i.n === 2)).toBe(true);
+    expect(queue.shift()?.n).toBe(1);
+    expect(queue.shift()).toBeUndefined(); // skips the hole 2 left
+    expect(queue.length).toBe(0);
+    queue.push(item(3));
+    expect(queue.length).toBe(1);
+    expect(queue.shift()?.n).toBe(3);
+  });
+
   it('drain returns what waits, oldest first, without the holes, and empties the queue', () => {
     const queue = new WorkQueue<{ n: number }>();
     for (let n = 1; n <= 5; n++) queue.push(item(n));
