@@ -120,7 +120,12 @@ export class SettleBatcher {
   async idle(): Promise<void> {
     this.flush();
     while (this.#inFlight.size > 0 || this.#queue.length > 0 || this.#waiting.size > 0) {
-      await Promise.race([Promise.allSettled([...this.#inFlight]), ...[...this.#waiting].map((w) => w.requeued)]);
+      // Only what can still change: an empty allSettled resolves at once, and
+      // racing it while a retry waits spun this loop on microtasks, so the
+      // retry's timer never fired.
+      const changes: Array<Promise<unknown>> = [...this.#waiting].map((w) => w.requeued);
+      if (this.#inFlight.size > 0) changes.push(Promise.allSettled([...this.#inFlight]));
+      await Promise.race(changes);
       this.flush();
     }
   }

@@ -295,10 +295,17 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
       return leases.map(() => RELEASE);
     }
     const ops: SettleOp[] = [];
-    for (const [i, settlement] of settlements.entries()) {
-      const lease = leases[i]!;
-      if (settlement.kind === 'ack') ops.push(settleOp({ kind: 'ack', lease }, 'ack'));
-      else if (settlement.kind === 'reject') ops.push(settleOp({ kind: 'reject', lease, reason: settlement.reason }, 'reject'));
+    try {
+      for (const [i, settlement] of settlements.entries()) {
+        const lease = leases[i]!;
+        if (settlement.kind === 'ack') ops.push(settleOp({ kind: 'ack', lease }, 'ack'));
+        else if (settlement.kind === 'reject') ops.push(settleOp({ kind: 'reject', lease, reason: settlement.reason }, 'reject'));
+      }
+    } catch (error) {
+      // settleOp refuses a malformed lease (one that did not come from a
+      // fetch): the transaction must still end, or its connection stays held.
+      await tx.rollback();
+      return leases.map(() => rolledBack(`its settle failed: ${messageOf(error)}`));
     }
     if (ops.length < leases.length) {
       // A retry (or an invalid outcome) in the batch: nothing of it commits.

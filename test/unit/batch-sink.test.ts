@@ -113,6 +113,16 @@ describe('batch sink with transaction: true', () => {
     expect(producer.confirmed).toEqual([]);
   });
 
+  it('a malformed lease in a transactional batch rolls the transaction back instead of leaving it open', async () => {
+    const { producer, log } = transactional();
+    const batch = [fakeLease(1), { ...fakeLease(2), leaseId: 7 as unknown as string }];
+    await runTransactional(producer, batch, () => 'ack');
+    // No settle was sent in the transaction, and it ended: its connection is given back.
+    expect(log.calls).toEqual(['begin 1', 'rollback 1']);
+    expect(producer.settles[0]).toMatchObject({ sequence: 1, kind: 'nack', reason: expect.stringContaining('its settle failed') });
+    expect(producer.confirmed).toEqual([]);
+  });
+
   it('a stale lease rolls the batch back: it is confirmed and reported lost, the others are nacked', async () => {
     const stale = new RheoError('stale_lease', 'lease lease-2 is no longer held');
     const { producer, log } = transactional({

@@ -210,6 +210,25 @@ describe('SettleBatcher', () => {
     expect(await given).toBe(down);
   });
 
+  it('idle() waits out a retry without starving the event loop, and resolves once it is answered', async () => {
+    const timers = new ManualTimers(new ManualClock(0));
+    const down = new RheoError('backend_unavailable', 'down');
+    const answers: SettleResult[][] = [[{ ok: false, error: down }]];
+    const batcher = new SettleBatcher((ops) => Promise.resolve(answers.shift() ?? ok(ops.length)), 500, 2, null, { timers, delayMs: () => 100 });
+    void batcher.settle(ack(1));
+    await turns();
+    expect(batcher.retryingCount).toBe(1); // waiting for its timer, nothing in flight
+    let idle = false;
+    void batcher.idle().then(() => (idle = true));
+    // A macrotask must still get a turn while idle() waits (it used to spin on microtasks).
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(idle).toBe(false);
+    timers.advance(100);
+    await turns();
+    expect(idle).toBe(true);
+    expect(batcher.retryingCount).toBe(0);
+  });
+
   it('stopRetrying sends every waiting settle now and answers the next failure without retrying', async () => {
     const timers = new ManualTimers(new ManualClock(0));
     const down = new RheoError('backend_unavailable', 'down');
