@@ -175,6 +175,25 @@ describe('prepareAppend', () => {
     expect(invalid(() => prepare({ payload: 1, metadata: null }))).toBe('events[0].metadata must be an object, got null');
   });
 
+  it('refuses class instances as metadata with lineage as without (spreading would drop their prototype)', () => {
+    class Tags {
+      readonly a = 1;
+    }
+    for (const lineage of [{}, { causedBy: { id: 'e1' } }, { correlationId: 'c' }, { causationId: 'c' }]) {
+      expect(invalid(() => prepare({ payload: 1, metadata: new Map([['a', 1]]), ...lineage }))).toBe(
+        'events[0].metadata is a Map instance, not a plain JSON object',
+      );
+      expect(invalid(() => prepare({ payload: 1, metadata: new Date(0), ...lineage }))).toBe(
+        'events[0].metadata is a Date instance, not a plain JSON object',
+      );
+      expect(invalid(() => prepare({ payload: 1, metadata: new Tags(), ...lineage }))).toBe(
+        'events[0].metadata is a Tags instance, not a plain JSON object',
+      );
+      const bare = Object.assign(Object.create(null) as object, { a: 1 });
+      expect(prepare({ payload: 1, metadata: bare, ...lineage }).metadata).toMatchObject({ a: 1 });
+    }
+  });
+
   it('checks lineage keys written straight into metadata', () => {
     expect(invalid(() => prepare({ payload: 1, metadata: { correlationId: 5 } }))).toBe(
       'events[0].metadata.correlationId must be a string of 1-200 characters, got 5',
