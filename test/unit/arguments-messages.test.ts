@@ -615,7 +615,16 @@ describe('normalizeReplay', () => {
 
   it('names the kinds when none or several are given', () => {
     const message = 'replay spec must have exactly one of fromSequence, from, eventIds, query';
-    for (const spec of [{}, { fromSequence: undefined }, { fromSequence: 1, from }, { fromSequence: 1, limit: 5 }, { limit: 5 }]) {
+    for (const spec of [
+      {},
+      { fromSequence: undefined },
+      { fromSequence: 1, from },
+      { fromSequence: 1, limit: 5 },
+      { limit: 5 },
+      // An unknown key with every kind present but undefined: still no kind.
+      { limit: 5, fromSequence: undefined, from: undefined, eventIds: undefined, query: undefined },
+      { limit: 5, query: undefined },
+    ]) {
       expect(invalid(() => normalizeReplay('orders', spec))).toBe(message);
     }
     expect(invalid(() => normalizeReplay('orders', 'all'))).toBe('replay spec must be an object, got "all"');

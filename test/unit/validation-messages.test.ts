@@ -202,6 +202,12 @@ suite('assertJson messages', () => {
     expect(invalid(() => assertJson('payload', ['\udc00']))).toBe('payload[0] contains a lone surrogate (not valid UTF-16)');
   });
 
+  it('looks past the valid members and elements to the first bad one', () => {
+    expect(invalid(() => assertJson('payload', { ok: 1, also: 'x', bad: Number.NaN }))).toBe('payload.bad is NaN, which is not JSON');
+    expect(invalid(() => assertJson('payload', [1, { a: null, b: undefined }]))).toBe('payload[1].b is undefined, which is not JSON');
+    expect(invalid(() => assertJson('payload', { ok: 1, ['\u0000']: 2 }))).toMatch(/^payload key .* contains U\+0000/);
+  });
+
   it('names a key that cannot be stored', () => {
     expect(invalid(() => assertJson('metadata', { ['a\u0000']: 1 }))).toBe(
       'metadata key "a\\u0000" contains U+0000, which cannot be stored',
