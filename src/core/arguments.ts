@@ -23,6 +23,7 @@ import {
   assertString,
   describe,
   frozenJsonCopy,
+  instanceProblem,
   optionalInteger,
   readingJson,
   type JsonBudget,
@@ -87,6 +88,9 @@ function prepareInput(
   if (given !== undefined) assertPlainObject(`${what}.metadata`, given);
   if (derived !== null || explicit !== null) {
     // The caller's metadata is spread between the two, so its own keys beat what causedBy derives.
+    // A spread keeps only own keys: refuse a class instance (a Map, a Date) here, as the copy would.
+    const instance = given === undefined ? null : instanceProblem(`${what}.metadata`, given as object);
+    if (instance) throw invalidArgument(instance);
     const merged = { ...derived, ...(given as JsonObject | undefined), ...explicit };
     metadata = frozenJsonCopy(`${what}.metadata`, merged, budget) as JsonObject;
   } else if (given !== undefined) {

@@ -117,11 +117,8 @@ function jsonProblem(value: unknown, seen: Set<object>, path: string, depth: num
         seen.delete(value);
         return null;
       }
-      const proto: unknown = Object.getPrototypeOf(value);
-      if (proto !== Object.prototype && proto !== null) {
-        const name = (value as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-        return `${path} is a ${name} instance, not a plain JSON object`;
-      }
+      const instance = instanceProblem(path, value);
+      if (instance) return instance;
       seen.add(value);
       for (const [k, v] of Object.entries(value)) {
         const kp = stringProblem(k, `${path} key ${JSON.stringify(k)}`);
@@ -135,6 +132,14 @@ function jsonProblem(value: unknown, seen: Set<object>, path: string, depth: num
     default:
       return `${path} is ${typeof value === 'undefined' ? 'undefined' : `a ${typeof value}`}, which is not JSON`;
   }
+}
+
+/** A class instance (a Map, a Date, ...) where a plain JSON object belongs: only Object.prototype or no prototype passes. */
+export function instanceProblem(path: string, value: object): string | null {
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) return null;
+  const name = (value as { constructor?: { name?: string } }).constructor?.name ?? 'object';
+  return `${path} is a ${name} instance, not a plain JSON object`;
 }
 
 function stringProblem(s: string, path: string): string | null {
@@ -224,11 +229,8 @@ function copyJson(value: unknown, seen: Set<object>, path: string, depth: number
     for (let i = 0; i < length; i++) arr[i] = copyJson(value[i], seen, `${path}[${i}]`, depth + 1, budget);
     out = arr;
   } else {
-    const proto: unknown = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) {
-      const name = (value as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-      throw invalidArgument(`${path} is a ${name} instance, not a plain JSON object`);
-    }
+    const instance = instanceProblem(path, value);
+    if (instance) throw invalidArgument(instance);
     const keys = Object.keys(value);
     // Braces, the commas between members and one colon per member.
     spend(budget, 2 + Math.max(0, keys.length - 1) + keys.length);
