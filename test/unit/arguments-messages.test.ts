@@ -22,27 +22,16 @@ import {
 } from '../../src/core/arguments.js';
 import type { PreparedAppend } from '../../src/core/backend.js';
 import { ManualClock } from '../../src/core/clock.js';
-import { RheoError } from '../../src/core/errors.js';
 import { MAX_CONFIGURABLE_BYTES } from '../../src/core/limits.js';
 import { encodeQueryCursor } from '../../src/core/query-cursor.js';
 import type { AppendInput, QueryOptions, SettleRequest } from '../../src/core/types.js';
+import { thrown } from '../support/thrown.js';
 
 /*
  * The facade's argument normalisation (core/arguments.ts): what each call
  * returns, where each limit sits, and that every refusal says which option was
  * wrong and why (callers branch on `code`; people read the message).
  */
-
-/** The RheoError `fn` throws (failing the test when it throws nothing or something else). */
-function thrown(fn: () => unknown): RheoError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(RheoError);
-    return error as RheoError;
-  }
-  throw new Error('expected a RheoError, nothing was thrown');
-}
 
 /** The message of the `invalid_argument` that `fn` throws. */
 function invalid(fn: () => unknown): string {

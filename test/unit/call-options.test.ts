@@ -9,16 +9,7 @@ import {
   runCancellable,
 } from '../../src/core/call-options.js';
 import { RheoError } from '../../src/core/errors.js';
-
-function thrown(fn: () => unknown): RheoError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(RheoError);
-    return error as RheoError;
-  }
-  throw new Error('expected a RheoError');
-}
+import { thrown } from '../support/thrown.js';
 
 function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
   let resolve!: (value: T) => void;

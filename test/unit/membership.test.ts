@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { RheoError } from '../../src/core/errors.js';
 import {
   assertWholeStreamGroup,
   commitBeyondLog,
@@ -14,6 +13,7 @@ import {
   type MembershipState,
   type OwnershipSlot,
 } from '../../src/core/membership.js';
+import { thrown } from '../support/thrown.js';
 
 function state(partitions: number): MembershipState {
   return { groupGeneration: 0, members: new Map(), slots: Array.from({ length: partitions }, emptySlot) };
@@ -23,16 +23,6 @@ const beat = (memberId: string, sessionMs = 10_000, rebalanceTimeoutMs = 5_000) 
 
 const owners = (s: MembershipState) => s.slots.map((slot) => slot.owner);
 const targets = (s: MembershipState) => s.slots.map((slot) => slot.target);
-
-function thrown(fn: () => unknown): RheoError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(RheoError);
-    return error as RheoError;
-  }
-  throw new Error('expected a RheoError');
-}
 
 describe('emptySlot', () => {
   it('is unowned, untargeted, at generation 0 and not revoking', () => {

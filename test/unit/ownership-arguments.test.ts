@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_LEASE_MS } from '../../src/core/arguments.js';
-import { RheoError } from '../../src/core/errors.js';
+import type { RheoError } from '../../src/core/errors.js';
 import {
   DEFAULT_REBALANCE_TIMEOUT_MS,
   DEFAULT_SESSION_MS,
@@ -11,16 +11,7 @@ import {
   ownershipFence,
   type HeartbeatOptions,
 } from '../../src/core/ownership-arguments.js';
-
-function thrown(fn: () => unknown): RheoError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(RheoError);
-    return error as RheoError;
-  }
-  throw new Error('expected a RheoError');
-}
+import { thrown } from '../support/thrown.js';
 
 function invalid(fn: () => unknown, message: string | RegExp): RheoError {
   const error = thrown(fn);

@@ -16,23 +16,13 @@ import {
   routePartition,
   type JsonBudget,
 } from '../../src/core/validation.js';
+import { thrown } from '../support/thrown.js';
 
 /*
  * The messages of the argument checks: callers branch on `code`, but a
  * message must still say what was wrong (which option, what value, what
  * limit), and the boundaries of every check must sit exactly where documented.
  */
-
-/** The RheoError `fn` throws (failing the test when it throws nothing or something else). */
-function thrown(fn: () => unknown): RheoError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(RheoError);
-    return error as RheoError;
-  }
-  throw new Error('expected a RheoError, nothing was thrown');
-}
 
 function invalid(fn: () => unknown): string {
   const error = thrown(fn);
