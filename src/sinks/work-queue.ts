@@ -16,6 +16,15 @@ export class WorkQueue<T extends object> {
     return this.#length;
   }
 
+  /**
+   * Array slots held, consumed ones and holes included: the queue's memory
+   * gauge. About `length + max(1024, length)` at most while items wait, 0 once
+   * the queue has run empty.
+   */
+  get slots(): number {
+    return this.#items.length;
+  }
+
   push(item: T): void {
     this.#items.push(item);
     this.#length++;

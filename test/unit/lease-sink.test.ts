@@ -47,6 +47,11 @@ describe('lease sink', () => {
     const handler = (): void => {};
     expect(() => createLeaseSink({ producer: producer.settler, handler, concurrency: 0 })).toThrow(/concurrency/);
     expect(() => createLeaseSink({ producer: producer.settler, handler, maxQueued: -1 })).toThrow(/maxQueued/);
+    // Both ends of each range are named, and the values just inside them are taken.
+    expect(() => createLeaseSink({ producer: producer.settler, handler, concurrency: 10_001 })).toThrow(/concurrency.*10000/);
+    expect(() => createLeaseSink({ producer: producer.settler, handler, maxQueued: 1_000_001 })).toThrow(/maxQueued.*1000000/);
+    expect(createLeaseSink({ producer: producer.settler, handler, concurrency: 10_000 }).concurrency).toBe(10_000);
+    expect(() => createLeaseSink({ producer: producer.settler, handler, maxQueued: 1_000_000 })).not.toThrow();
     expect(() => createLeaseSink({ handler } as never)).toThrow(/createLeaseSink expects \{ producer, handler/);
     expect(createLeaseSink({ producer: producer.settler, handler }).concurrency).toBe(1);
   });

@@ -62,3 +62,49 @@ describe('WorkQueue', () => {
     expect(shifted).toEqual(Array.from({ length: next }, (_, n) => n));
   });
 });
+
+describe('WorkQueue memory', () => {
+  /** The most slots held while `waiting` items stay queued through `rounds` push-and-shift turns. */
+  const steadyPeak = (waiting: number, rounds: number): { peak: number; queue: WorkQueue<{ n: number }> } => {
+    const queue = new WorkQueue<{ n: number }>();
+    for (let n = 0; n < waiting; n++) queue.push(item(n));
+    let peak = queue.slots;
+    for (let round = 0; round < rounds; round++) {
+      queue.push(item(round));
+      peak = Math.max(peak, queue.slots);
+      queue.shift();
+    }
+    return { peak, queue };
+  };
+
+  it('holds no slots once it has run empty', () => {
+    const queue = new WorkQueue<{ n: number }>();
+    for (let n = 0; n < 3; n++) queue.push(item(n));
+    expect(queue.slots).toBe(3);
+    queue.shift();
+    queue.shift();
+    expect(queue.slots).toBe(3); // consumed slots stay until the head passes 1024 or the queue empties
+    queue.shift();
+    expect(queue.slots).toBe(0);
+    queue.push(item(4));
+    queue.withdraw((i) => i.n === 4);
+    queue.shift(); // finds only the hole
+    expect(queue.slots).toBe(0);
+  });
+
+  it('a short queue that never runs empty drops its consumed slots once 1024 pile up', () => {
+    // Ten wait; each turn pushes one and shifts one. The head reaches 1024 with
+    // 1,034 slots held (1,024 consumed, 10 waiting), and the next shift compacts.
+    const { peak, queue } = steadyPeak(10, 20_000);
+    expect(peak).toBe(1024 + 10);
+    expect(queue.length).toBe(10);
+    expect(queue.slots).toBeLessThanOrEqual(1024 + 10);
+  });
+
+  it('a long queue that never runs empty holds at most about twice what waits', () => {
+    // 3,000 wait: consumed slots are dropped once they are at least half the array.
+    const { peak, queue } = steadyPeak(3000, 20_000);
+    expect(peak).toBe(2 * 3000); // the shift whose head reaches 3,000 compacts
+    expect(queue.length).toBe(3000);
+  });
+});
