@@ -93,8 +93,8 @@ describe('WorkQueue memory', () => {
   });
 
   it('a short queue that never runs empty drops its consumed slots once 1024 pile up', () => {
-    // Ten wait; each turn pushes one and shifts one. The head reaches 1024 with
-    // 1,034 slots held (1,024 consumed, 10 waiting), and the next shift compacts.
+    // Ten wait; each turn pushes one and shifts one. The peak is 1,034 slots
+    // (1,023 consumed, 11 waiting after a push); the shift whose head reaches 1024 compacts.
     const { peak, queue } = steadyPeak(10, 20_000);
     expect(peak).toBe(1024 + 10);
     expect(queue.length).toBe(10);
