@@ -210,6 +210,18 @@ describe('SettleBatcher', () => {
     expect(await given).toBe(down);
   });
 
+  it('idle() waits for a call answered on a later turn of the event loop; a null rejection is internal', async () => {
+    const batcher = new SettleBatcher(
+      (ops) => new Promise<SettleResult[]>((resolve) => setImmediate(() => resolve(ok(ops.length)))),
+    );
+    const acked = batcher.settle(ack(1));
+    batcher.flush();
+    await batcher.idle();
+    await expect(acked).resolves.toBeUndefined();
+    const rejecter = new SettleBatcher(() => Promise.reject(null));
+    await expect(rejecter.settle(ack(1))).rejects.toMatchObject({ code: 'internal', message: 'settle failed: null' });
+  });
+
   it('idle() waits out a retry without starving the event loop, and resolves once it is answered', async () => {
     const timers = new ManualTimers(new ManualClock(0));
     const down = new RheoError('backend_unavailable', 'down');
@@ -401,6 +413,45 @@ describe('InflightTracker', () => {
     t.markSettling('lease-1');
     await t.renewNow();
     expect([rounds, events, summaries]).toEqual([[], [], []]);
+  });
+
+  it('get answers the lease as last renewed, or undefined for one not held', async () => {
+    const { tracker: t, timers, rounds } = tracker();
+    t.add(fakeLease(1));
+    expect(t.get('missing')).toBeUndefined();
+    timers.advance(500);
+    rounds[0]!.answer([renewed(fakeLease(1), 9_000)]);
+    await turns();
+    expect(t.get('lease-1')?.expiresAt).toEqual(new Date(9_000));
+  });
+
+  it('holds no timer once takeUnhanded or confirms during a round leave it empty', async () => {
+    const { tracker: t, timers, rounds } = tracker();
+    t.add(fakeLease(1));
+    expect(t.takeUnhanded()).toHaveLength(1);
+    expect(timers.pendingDelays({ keepAlive: false })).toEqual([]);
+
+    t.add(fakeLease(2));
+    timers.advance(500);
+    t.delete('lease-2'); // confirmed while the round is on its way
+    rounds[0]!.answer([renewed(fakeLease(2), 5_000)]);
+    await turns();
+    expect(timers.pendingDelays({ keepAlive: false })).toEqual([]);
+  });
+
+  it('a renewMany rejected with a value that is not an Error is internal, with that value as its cause', async () => {
+    const errors: RheoError[] = [];
+    const t = new InflightTracker<{ n: number }>({
+      leaseMs: 1000,
+      timers: new ManualTimers(new ManualClock(0)),
+      renewMany: () => Promise.reject(null),
+      onLost: () => undefined,
+      onRenewError: (error) => errors.push(error),
+      onRenewed: () => undefined,
+    });
+    t.add(fakeLease(1));
+    await t.renewNow();
+    expect(errors.map((e) => [e.code, e.message, e.cause])).toEqual([['internal', 'renew failed: null', null]]);
   });
 
   it('renewNow joins a round already on its way', () => {
