@@ -10,12 +10,19 @@ process.env.RHEO_MEMORY_ONLY = '1';
 
 export default defineConfig({
   test: {
-    // The memory data structures are exercised through the conformance suite;
+    // The memory data structures are exercised through the conformance suite
+    // and the differential model test (memory against the reference model);
     // the stream and consumer tests only add minutes per mutant there.
     include:
       process.env.RHEO_MUTATION_AREA === 'memory-structures'
-        ? ['test/memory.test.ts', 'test/unit/**/*.test.ts']
-        : ['test/memory.test.ts', 'test/unit/**/*.test.ts', 'test/streams/**/*.test.ts', 'test/consumer/**/*.test.ts'],
+        ? ['test/memory.test.ts', 'test/model/**/*.test.ts', 'test/unit/**/*.test.ts']
+        : [
+            'test/memory.test.ts',
+            'test/model/**/*.test.ts',
+            'test/unit/**/*.test.ts',
+            'test/streams/**/*.test.ts',
+            'test/consumer/**/*.test.ts',
+          ],
     // These run the code in child processes, where Stryker sees no coverage
     // (close-exit also needs PostgreSQL).
     exclude: ['test/consumer/crash.test.ts', 'test/consumer/readme.test.ts', 'test/streams/close-exit.test.ts'],
