@@ -10,11 +10,11 @@ process.env.RHEO_MEMORY_ONLY = '1';
 
 export default defineConfig({
   test: {
-    // The memory data structures are exercised through the conformance suite
-    // and the differential model test (memory against the reference model);
-    // the stream and consumer tests only add minutes per mutant there.
+    // The memory backend is judged by the conformance suite and the
+    // differential model test (memory against the reference model); the
+    // stream and consumer tests only add minutes per mutant there.
     include:
-      process.env.RHEO_MUTATION_AREA === 'memory-structures'
+      process.env.RHEO_MUTATION_AREA === 'memory-structures' || process.env.RHEO_MUTATION_AREA === 'memory'
         ? ['test/memory.test.ts', 'test/model/**/*.test.ts', 'test/unit/**/*.test.ts']
         : [
             'test/memory.test.ts',
