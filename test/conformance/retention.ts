@@ -289,6 +289,31 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
       expect((await fetchAll(rheo, 's', 'c')).map((l) => l.event.sequence)).toEqual([5, 6]);
     });
 
+    it('replay by query, by event ids or from a time never reopens a trimmed event', async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const t0 = clock.now();
+      const ids = (
+        await rheo.appendBatch('s', Array.from({ length: 5 }, (_, i) => ({ type: 't', payload: i, timestamp: new Date(t0 + i) })))
+      ).map((e) => e.id);
+      await consumeAll(rheo, 's', 'g');
+      await rheo.trim('s', { keep: 2 });
+      await rheo.replay('s', 'g', { query: { type: 't' } });
+      expect((await rheo.lag('s', 'g')).partitions[0]).toMatchObject({ lowWatermark: 4, frontier: 3, lag: 2 });
+      const redelivered = await fetchAll(rheo, 's', 'g');
+      expect(redelivered.map((l) => l.event.sequence)).toEqual([4, 5]);
+      await rheo.ackMany(redelivered);
+      await rheo.replay('s', 'g', { from: new Date(t0) });
+      const again = await fetchAll(rheo, 's', 'g');
+      expect(again.map((l) => l.event.sequence)).toEqual([4, 5]);
+      await rheo.ackMany(again);
+      // Trimmed ids are unknown ids: refused, and nothing is reopened.
+      await expectCode(rheo.replay('s', 'g', { eventIds: ids.slice(0, 3) }), 'invalid_argument');
+      expect((await rheo.lag('s', 'g')).partitions[0]).toMatchObject({ frontier: 5, lag: 0 });
+      expect(await fetchAll(rheo, 's', 'g')).toEqual([]);
+    });
+
     it('setRetention changes and clears the policy', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

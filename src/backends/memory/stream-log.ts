@@ -166,10 +166,14 @@ export class StreamLog {
     return { events, nextCursor };
   }
 
-  /** Every event of one partition that matches a replay's filter, in sequence order (a scan of the partition). */
+  /** Every retained event of one partition that matches a replay's filter, in sequence order (a scan of the partition). */
   matching(partition: number, q: ReplayQuery): RheoEvent[] {
     const test = eventFilter(q);
-    return this.#part(partition).events.filter(test);
+    const { events, head } = this.#part(partition);
+    const matched: RheoEvent[] = [];
+    // Trimmed events stay in the array below `head` until a compaction: never match them.
+    for (let i = head; i < events.length; i++) if (test(events[i]!)) matched.push(events[i]!);
+    return matched;
   }
 
   #part(partition: number): PartitionLog {
