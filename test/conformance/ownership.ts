@@ -172,6 +172,36 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       expect((await rheo.groupInfo('s', 'g')).deadLetters).toBe(1);
     });
 
+    it('a commit ignores dead letters at or below the frontier it moves from', async () => {
+      const rheo = await setup(1);
+      await appendN(rheo, 's', 4);
+      const fence = fenceOf(await beat(rheo, 'a'), 0);
+      expect((await rheo.commit([{ ...fence, upTo: 2 }]))[0]).toEqual({ ok: true });
+      const [r] = await rheo.commit([{ ...fence, upTo: 4, deadLetters: [{ sequence: 2, attempt: 1 }, { sequence: 3, attempt: 2 }] }]);
+      expect(r).toEqual({ ok: true });
+      expect((await rheo.deadLetters('s', 'g')).map((d) => [d.event.sequence, d.attempt])).toEqual([[3, 2]]);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([4]);
+    });
+
+    it('a commit or release for a group that never had a member is stale_generation', async () => {
+      const rheo = await setup(2);
+      await appendN(rheo, 's', 2);
+      const ghost = { stream: 's', group: 'g', partition: 1, memberId: 'ghost', generation: 1 };
+      const [commit] = await rheo.commit([{ ...ghost, upTo: 0 }]);
+      expect(commit?.ok === false && commit.error.code).toBe('stale_generation');
+      const [release] = await rheo.releasePartitions([ghost]);
+      expect(release?.ok === false && release.error.code).toBe('stale_generation');
+      expect(await frontiers(rheo, 's', 'g')).toEqual([0, 0]);
+    });
+
+    it('a live lease on any one partition refuses ownership of the group', async () => {
+      const rheo = await setup(2);
+      await rheo.append('s', { payload: 1, partition: 1 });
+      const leases = await rheo.fetch('s', 'g', { limit: 1, leaseMs: 1_000, partitions: [1] });
+      expect(leases.map((l) => l.event.partition)).toEqual([1]);
+      await expectCode(beat(rheo, 'a'), 'group_mode_conflict');
+    });
+
     it('a stale commit writes nothing: neither the frontier nor its dead letters', async () => {
       const rheo = await setup(1);
       await appendN(rheo, 's', 3);
