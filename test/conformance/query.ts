@@ -82,6 +82,16 @@ export function registerQueryTests(makeBackend: BackendFactory): void {
       expect(result.nextCursor).toBeNull();
     });
 
+    it('a partition the stream does not have is invalid_partition; listStreams is in name order', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('q', { partitions: 2 });
+      await rheo.createStream('b');
+      await rheo.createStream('m');
+      expect((await rheo.query('q', { partition: 1 })).events).toEqual([]);
+      await expectCode(rheo.query('q', { partition: 2 }), 'invalid_partition');
+      expect((await rheo.listStreams()).map((s) => s.name)).toEqual(['b', 'm', 'q']);
+    });
+
     it('filters by one type or a list of types', async () => {
       const { rheo, clock } = fx();
       const events = await seed(rheo, clock);
