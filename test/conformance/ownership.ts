@@ -231,6 +231,20 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       expect(events.map((e) => e.sequence)).toEqual([2, 3, 4]);
     });
 
+    it('a replay by event ids and a redrive fence the owners of exactly the partitions they touch', async () => {
+      const rheo = await setup(2);
+      const [e0] = await rheo.appendBatch('s', [{ payload: 0, partition: 0 }, { payload: 1, partition: 1 }]);
+      const view = await beat(rheo, 'a');
+      const [f0, f1] = [fenceOf(view, 0), fenceOf(view, 1)];
+      await rheo.commit([{ ...f0, upTo: 1 }, { ...f1, upTo: 1, deadLetters: [{ sequence: 1, attempt: 1 }] }]);
+      await rheo.replay('s', 'g', { eventIds: [e0!.id] });
+      const afterReplay = await rheo.commit([{ ...f0, upTo: 1 }, { ...f1, upTo: 1 }]);
+      expect(afterReplay.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['stale_generation', 'ok']);
+      await rheo.redrive('s', 'g');
+      const [r1] = await rheo.commit([{ ...f1, upTo: 1 }]);
+      expect(r1?.ok === false && r1.error.code).toBe('stale_generation');
+    });
+
     it('a partition released and granted back to the same member fences the earlier grant', async () => {
       const rheo = await setup(1);
       await appendN(rheo, 's', 2);
