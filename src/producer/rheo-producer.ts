@@ -204,7 +204,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
    */
   async drain(timeoutMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     this.#beginDrain();
-    if (this.#tracker.size === 0) return true;
+    const loop = this.#loop;
+    if (this.#tracker.size === 0 && !loop) return true;
     return new Promise<boolean>((resolve) => {
       const done = (drained: boolean): void => {
         timer?.cancel();
@@ -214,6 +215,11 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       const onEmpty = (): void => done(true);
       this.#emptyWaiters.add(onEmpty);
       const timer = Number.isFinite(timeoutMs) ? this.timers.schedule(timeoutMs, () => done(false)) : null;
+      // A fetch on its way may still hand out leases: look again once it is back.
+      const recheck = (): void => {
+        if (this.#tracker.size === 0) onEmpty();
+      };
+      void loop?.then(recheck, recheck);
     });
   }
 

@@ -316,6 +316,27 @@ describe('RheoProducer fetch failures', () => {
     await other.close();
   });
 
+  it('leases of a fetch on its way when a drain begins are still delivered, then the stream ends', async () => {
+    const source = new ScriptedSource();
+    const producer = source.producer();
+    producer.read(0);
+    let drained: boolean | null = null;
+    void producer.drain().then((result) => (drained = result));
+    const leases = source.leases(2);
+    source.answer(leases);
+    await turns();
+    expect(readAll(producer)).toEqual(leases);
+    expect(source.settles).toEqual([]); // nothing released
+    const ended = new Promise<void>((resolve) => producer.once('end', () => resolve()));
+    producer.read();
+    await ended;
+    expect(drained).toBeNull(); // both leases are still held
+    producer.confirm(leases[0]!.leaseId);
+    producer.confirm(leases[1]!.leaseId);
+    await turns();
+    expect(drained).toBe(true);
+  });
+
   it('a fetch that fails after a drain began is not reported', async () => {
     const source = new ScriptedSource();
     const producer = source.producer();
@@ -586,11 +607,12 @@ describe('systemTimers and sleep', () => {
     const fired: string[] = [];
     const cancelled = systemTimers.schedule(1, () => fired.push('cancelled'));
     cancelled.cancel();
-    const before = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const timeouts = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timeouts();
     const housekeeping = systemTimers.schedule(60_000, () => fired.push('housekeeping'), { keepAlive: false });
+    expect(timeouts()).toBe(before); // unref'd: does not count
     const held = systemTimers.schedule(60_000, () => fired.push('held'));
-    const after = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-    expect(after - before).toBe(1); // only the kept-alive one counts
+    expect(timeouts()).toBe(before + 1);
     housekeeping.cancel();
     held.cancel();
     await new Promise<void>((resolve) => systemTimers.schedule(5, resolve)); // fires after the 1 ms one would have
