@@ -173,6 +173,31 @@ for (const factory of factories) {
       expect(consumer.stats()).toMatchObject({ retried: 2, deadLettered: 1 });
     });
 
+    it('a reject dead-letters at once with its reason; a handler past handlerTimeoutMs is aborted and retried', async () => {
+      const { rheo, consume } = fx();
+      await rheo.appendBatch('s', [0, 1, 2].map((i) => ({ partition: 0, type: ['bad', 'slow', 'ok'][i]!, payload: i })));
+      const runs: string[] = [];
+      const aborted: string[] = [];
+      const consumer = consume({
+        handlerTimeoutMs: 20,
+        handler: (event, { attempt, signal }) => {
+          runs.push(`${event.sequence}#${attempt}`);
+          if (event.type === 'bad') return { reject: 'unreadable' };
+          if (event.type === 'slow' && attempt === 1) {
+            // Never settles by itself: only the timeout ends this attempt.
+            return new Promise<void>(() => signal.addEventListener('abort', () => aborted.push(String(signal.reason))));
+          }
+          return undefined;
+        },
+      });
+      await waitFor(async () => (await frontiers(rheo))[0] === 3, 'the partition to drain');
+      expect(runs).toEqual(['1#1', '2#1', '2#2', '3#1']);
+      expect(aborted).toEqual(['TimeoutError: handler timed out after 20 ms']);
+      const dead = await rheo.deadLetters('s', 'g');
+      expect(dead.map((d) => [d.event.sequence, d.attempt, d.reason])).toEqual([[1, 1, 'unreadable']]);
+      expect(consumer.stats()).toMatchObject({ retried: 1, deadLettered: 1 });
+    });
+
     it("onFailure 'block' retries until the event succeeds and never dead-letters", async () => {
       const { rheo, consume } = fx();
       await rheo.appendBatch('s', [0, 1].map((i) => ({ partition: 0, payload: i })));
