@@ -20,6 +20,14 @@ import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 const CANCELLED = new Error('rheo producer wait cancelled');
 
 /**
+ * Never settles: what a notification wait that ended without an append turns
+ * into. A fresh one each time: a shared one would keep every waiter's reaction.
+ */
+function never(): Promise<boolean> {
+  return new Promise<boolean>(() => undefined);
+}
+
+/**
  * Typed overloads for the producer's own events and for the `Readable`
  * events a caller usually wants (`data` carries a `Lease<T>`).
  */
@@ -384,11 +392,14 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   #watchAppends(): { woken: Promise<boolean>; cancel(): void } {
     const backend = this.#source.backend;
     if (!backend.capabilities.notifications || !backend.waitForAppend) {
-      return { woken: new Promise<boolean>(() => undefined), cancel: () => undefined };
+      return { woken: never(), cancel: () => undefined };
     }
     const listening = new AbortController();
     // Twice the poll: the fetch before the wait eats into it, and the poll timer bounds the wait anyway.
-    const woken = backend.waitForAppend(this.stream, 2 * this.pollMs, listening.signal).catch(() => false);
+    // A wait that fails (its connection lost, say) leaves the rest to the poll
+    // timer: ending it at once would turn the producer into a fetch loop with
+    // no pause for as long as the listener keeps failing.
+    const woken = backend.waitForAppend(this.stream, 2 * this.pollMs, listening.signal).catch(() => never());
     return { woken, cancel: () => listening.abort(CANCELLED) };
   }
 

@@ -266,6 +266,36 @@ describe('RheoProducer demand', () => {
     expect(source.fetches).toHaveLength(2);
   });
 
+  it('an append notification cuts the poll short; a notification wait that fails counts as none', async () => {
+    const source = new ScriptedSource();
+    const waits: Array<{ ms: number; resolve(woken: boolean): void; reject(error: Error): void }> = [];
+    const backend = {
+      name: 'notifying',
+      capabilities: { notifications: true },
+      waitForAppend: (_stream: string, ms: number) => new Promise<boolean>((resolve, reject) => waits.push({ ms, resolve, reject })),
+    };
+    Object.defineProperty(source, 'backend', { value: backend });
+    const producer = source.producer();
+    producer.read(0);
+    expect(waits.map((w) => w.ms)).toEqual([2 * POLL_MS]); // listening before the fetch
+    source.answer([]);
+    await turns();
+    expect(source.fetches).toHaveLength(1);
+    waits[0]!.resolve(true); // an append: fetch again without waiting out the poll
+    await turns();
+    expect(source.fetches).toHaveLength(2);
+    source.answer([]);
+    await turns();
+    waits[1]!.reject(new Error('LISTEN connection lost'));
+    await turns();
+    expect(source.fetches).toHaveLength(2); // still waiting for the poll
+    source.timers.advance(POLL_MS);
+    await turns();
+    expect(source.fetches).toHaveLength(3);
+    source.answer([]);
+    await producer.close();
+  });
+
   it('an empty fetch emits no fetched event and waits pollMs', async () => {
     const source = new ScriptedSource();
     const producer = source.producer();
