@@ -87,6 +87,16 @@ const turns = async (n = 10): Promise<void> => {
   for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 };
 
+/** A producer on a fresh scripted source whose first fetch answered `count` leases. */
+async function started(count: number, options: Partial<ProducerOptions> = {}): Promise<{ source: ScriptedSource; producer: RheoProducer<{ n: number }> }> {
+  const source = new ScriptedSource();
+  const producer = source.producer(options);
+  producer.read(0);
+  source.answer(source.leases(count));
+  await turns();
+  return { source, producer };
+}
+
 /** Reads everything buffered, in paused mode. */
 function readAll(producer: RheoProducer<{ n: number }>): L[] {
   const read: L[] = [];
@@ -218,11 +228,7 @@ describe('RheoProducer demand', () => {
   });
 
   it('a confirm that lands while the fetch loop winds down still starts the next fetch', async () => {
-    const source = new ScriptedSource();
-    const producer = source.producer({ maxDemand: 4, minDemand: 2 });
-    producer.read(0);
-    source.answer(source.leases(4));
-    await turns();
+    const { source, producer } = await started(4, { maxDemand: 4, minDemand: 2 });
     readAll(producer);
     // The first confirm starts a loop that finds 1 free slot (< minDemand) and
     // returns; the second lands before that loop has finished, so only the
@@ -235,11 +241,7 @@ describe('RheoProducer demand', () => {
   });
 
   it('does not fetch below minDemand free slots, and fetches the whole room once it is reached', async () => {
-    const source = new ScriptedSource();
-    const producer = source.producer({ maxDemand: 6, minDemand: 3 });
-    producer.read(0);
-    source.answer(source.leases(6));
-    await turns();
+    const { source, producer } = await started(6, { maxDemand: 6, minDemand: 3 });
     const read = readAll(producer);
     producer.confirm(read[0]!.leaseId);
     producer.confirm(read[1]!.leaseId);
@@ -252,11 +254,7 @@ describe('RheoProducer demand', () => {
   });
 
   it('stops asking once the buffer is full and nothing reads: a confirm then does not fetch', async () => {
-    const source = new ScriptedSource();
-    const producer = source.producer({ maxDemand: 2, minDemand: 1 });
-    producer.read(0);
-    source.answer(source.leases(2));
-    await turns();
+    const { source, producer } = await started(2, { maxDemand: 2, minDemand: 1 });
     expect(producer.readableLength).toBe(2);
     producer.confirm('lease-1');
     await turns();
@@ -423,11 +421,7 @@ describe('RheoProducer drain', () => {
     const idle = new ScriptedSource().producer();
     await expect(idle.drain()).resolves.toBe(true);
 
-    const source = new ScriptedSource();
-    const producer = source.producer();
-    producer.read(0);
-    source.answer(source.leases(2));
-    await turns();
+    const { producer } = await started(2);
     const read = readAll(producer);
     let result: boolean | null = null;
     void producer.drain().then((drained) => (result = drained));
@@ -440,11 +434,7 @@ describe('RheoProducer drain', () => {
   });
 
   it('resolves false when timeoutMs passes first', async () => {
-    const source = new ScriptedSource();
-    const producer = source.producer();
-    producer.read(0);
-    source.answer(source.leases(1));
-    await turns();
+    const { source, producer } = await started(1);
     readAll(producer);
     let result: boolean | null = null;
     void producer.drain(1_000).then((drained) => (result = drained));
@@ -515,11 +505,7 @@ describe('RheoProducer teardown', () => {
   });
 
   it('destroy during a poll wait fetches no more', async () => {
-    const source = new ScriptedSource();
-    const producer = source.producer();
-    producer.read(0);
-    source.answer(source.leases(1));
-    await turns();
+    const { source, producer } = await started(1);
     expect(source.timers.pendingDelays({ keepAlive: true })).toEqual([POLL_MS]);
     producer.destroy();
     await turns();

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { normalizeQuery } from '../../src/core/arguments.js';
 import type { NormalizedQuery } from '../../src/core/backend.js';
 import type { RheoEvent } from '../../src/core/types.js';
 import { StreamLog } from '../../src/backends/memory/stream-log.js';
@@ -35,23 +36,9 @@ function filled(count: number): StreamLog {
   return log;
 }
 
+/** The facade's defaults for a query (core/arguments.ts), with no byte budget and room for every event. */
 function query(overrides: Partial<NormalizedQuery>): NormalizedQuery {
-  return {
-    types: null,
-    key: null,
-    wherePayload: undefined,
-    whereMetadata: undefined,
-    from: null,
-    to: null,
-    afterSequence: null,
-    untilSequence: null,
-    partition: null,
-    order: 'asc',
-    limit: 1000,
-    maxBytes: Number.MAX_SAFE_INTEGER,
-    cursor: null,
-    ...overrides,
-  };
+  return { ...normalizeQuery('s', {}, Number.MAX_SAFE_INTEGER), limit: 1000, ...overrides };
 }
 
 const sequences = (events: readonly RheoEvent[]): number[] => events.map((e) => e.sequence);
