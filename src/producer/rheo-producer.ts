@@ -20,8 +20,9 @@ import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 const CANCELLED = new Error('rheo producer wait cancelled');
 
 /**
- * Never settles: what a notification wait that ended without an append turns
- * into. A fresh one each time: a shared one would keep every waiter's reaction.
+ * Never settles: the wake-up of a backend without notifications, and what a
+ * failed notification wait turns into. A fresh one each time: a shared one
+ * would keep every waiter's reaction.
  */
 function never(): Promise<boolean> {
   return new Promise<boolean>(() => undefined);
@@ -212,8 +213,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
    */
   async drain(timeoutMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     this.#beginDrain();
-    const loop = this.#loop;
-    if (this.#tracker.size === 0 && !loop) return true;
+    if (this.#tracker.size === 0 && !this.#loop) return true;
     return new Promise<boolean>((resolve) => {
       const done = (drained: boolean): void => {
         timer?.cancel();
@@ -223,11 +223,6 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       const onEmpty = (): void => done(true);
       this.#emptyWaiters.add(onEmpty);
       const timer = Number.isFinite(timeoutMs) ? this.timers.schedule(timeoutMs, () => done(false)) : null;
-      // A fetch on its way may still hand out leases: look again once it is back.
-      const recheck = (): void => {
-        if (this.#tracker.size === 0) onEmpty();
-      };
-      void loop?.then(recheck, recheck);
     });
   }
 
@@ -307,15 +302,23 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   }
 
   #freed(): void {
-    if (this.#tracker.size === 0) for (const wake of [...this.#emptyWaiters]) wake();
+    this.#wakeIfEmpty();
     if (this.#wanted) this.#kick();
+  }
+
+  /** Wakes `drain()`: nothing held, and no fetch on its way that could still hand out leases. */
+  #wakeIfEmpty(): void {
+    if (this.#tracker.size === 0 && !this.#loop) for (const wake of [...this.#emptyWaiters]) wake();
   }
 
   #kick(): void {
     if (this.#loop || this.destroyed || this.#draining) return;
     this.#loop = this.#fetchLoop().finally(() => {
       this.#loop = null;
-      if (this.#draining) this.#end();
+      if (this.#draining) {
+        this.#end();
+        this.#wakeIfEmpty();
+      }
       // A confirm may have freed room while the loop was winding down.
       else if (this.#wanted && this.maxDemand - this.#tracker.size >= this.minDemand) this.#kick();
     });
