@@ -158,10 +158,15 @@ export class PartitionWorker<T extends JsonValue> {
     }
   }
 
-  /** The partition is no longer ours: abort everything, commit nothing. */
+  /**
+   * The partition is no longer ours: abort everything, commit nothing. Also
+   * when it was being stopped with a grace (a revoked partition lost before
+   * its release): the grace is over at once.
+   */
   lose(): void {
     this.fenced = true;
     this.stop(0);
+    this.#abort.abort(revokedError(this.partition));
   }
 
   /**
