@@ -216,6 +216,34 @@ for (const factory of backendFactories) {
       expect(parentOf(reject)).toBe(processes.find((p) => p.attributes['messaging.message.id'] === bad!.id)!.spanContext().spanId);
     });
 
+    it("a consumer's reject and plain retry end their process spans without an error, then settle as reject and nack", async () => {
+      const [bad, later] = await rheo.appendBatch('orders', [
+        { type: 'bad', key: 'a', payload: 1 },
+        { type: 'later', key: 'b', payload: 2 },
+      ]);
+      const consumer = rheo.consume({
+        stream: 'orders',
+        group: 'billing',
+        handler: (event, { attempt }) => {
+          if (event.type === 'bad') return { reject: 'unusable' };
+          return attempt === 1 ? { retry: 'not yet' } : 'ack';
+        },
+      });
+      await until(() => consumer.stats().acked === 1 && consumer.stats().deadLettered === 1, 'one ack, one dead letter');
+      await consumer.stop();
+      const processes = spansNamed('process orders');
+      expect(processes).toHaveLength(3);
+      expect(processes.map((p) => p.status.code)).toEqual([SpanStatusCode.UNSET, SpanStatusCode.UNSET, SpanStatusCode.UNSET]);
+      const settledAs = (name: string) => spansNamed(name).map((s) => s.attributes['messaging.message.id']);
+      expect(settledAs('reject orders')).toEqual([bad!.id]);
+      expect(settledAs('nack orders')).toEqual([later!.id]);
+      expect(settledAs('ack orders')).toEqual([later!.id]);
+      for (const name of ['reject orders', 'nack orders', 'ack orders']) {
+        const [settle] = spansNamed(name);
+        expect(processes.map((p) => p.spanContext().spanId)).toContain(parentOf(settle!));
+      }
+    });
+
     it('an event too large for the trace context is stored without it, never refused', async () => {
       const small = createRheo({ backend: await factory.make(clock), clock, limits: { maxEventBytes: 60 } });
       try {
