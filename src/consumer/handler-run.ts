@@ -24,8 +24,8 @@ export type RunResult = Settlement | { kind: 'lost'; error: RheoError };
  *
  * JavaScript cannot kill a function, so a timed-out or interrupted handler
  * gets its `signal` aborted and the run resolves at once; the consumer then
- * settles and moves on. `running` stays true until the handler's own promise
- * settles, so gauges can still see a handler that ignores its signal.
+ * settles and moves on. The gauge hears `settled` only when the handler's own
+ * promise settles, so it still counts a handler that ignores its signal.
  *
  * A handler that returns a plain value (not a promise) is answered
  * synchronously, with no promise at all: on the hot path of a fast handler
@@ -37,7 +37,6 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
   #result: RunResult | null = null;
   #resolve: ((result: RunResult) => void) | null = null;
   #timer: ScheduledTimer | null = null;
-  #running = false;
 
   constructor(lease: Lease<T>) {
     this.lease = lease;
@@ -50,11 +49,6 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
   /** Whether the handler's signal was aborted (timeout, lease lost, drain gave up). */
   get aborted(): boolean {
     return this.#abort.aborted;
-  }
-
-  /** The handler was called and its promise has not settled yet. */
-  get running(): boolean {
-    return this.#running;
   }
 
   /** Aborts the handler's signal and ends the run now (idempotent; the first interrupt wins). */
@@ -75,7 +69,6 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
       // The handler's own work keeps the process alive; its timeout alone must not.
       this.#timer = timers.schedule(timeoutMs, () => this.#timedOut(timeoutMs), { keepAlive: false });
     }
-    this.#running = true;
     gauge.started();
     let value: HandlerOutcome | Promise<HandlerOutcome>;
     try {
@@ -96,7 +89,6 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
   }
 
   #handlerDone(gauge: RunGauge, result: RunResult): void {
-    this.#running = false;
     gauge.settled();
     this.#finish(result);
   }
