@@ -271,6 +271,26 @@ export function registerLeaseTests(makeBackend: BackendFactory): void {
       expect((await rheo.deadLetters('s', 'g')).map((d) => d.event.sequence)).toEqual([1, 2, 3]);
     });
 
+    it('the spent deliveries one fetch finds in several partitions are dead-lettered in (partition, sequence) order, wherever its walk started', async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s', { partitions: 3 });
+      await rheo.createGroup('s', 'g', { maxAttempts: 1 });
+      await rheo.appendBatch('s', [2, 2, 1, 1, 0, 0].map((partition, n) => ({ type: 't', partition, payload: { n } })));
+      expect(await rheo.fetch('s', 'g', { leaseMs: 100, limit: 6 })).toHaveLength(6);
+      clock.advance(100);
+      // The first fetch turned the round-robin: this walk starts at a later partition than 0.
+      expect(await rheo.fetch('s', 'g', { limit: 6 })).toEqual([]);
+      const dead = await rheo.deadLetters('s', 'g');
+      expect(dead.map((d) => [d.event.partition, d.event.sequence])).toEqual([
+        [0, 1],
+        [0, 2],
+        [1, 1],
+        [1, 2],
+        [2, 1],
+        [2, 2],
+      ]);
+    });
+
     // Issue 12 (differential seed -766177232): Redis gave a one-partition fetch
     // an extra turn, so it went on past its last claim and dead-lettered the
     // spent delivery behind it; the walk ends at the limit.

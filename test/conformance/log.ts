@@ -45,6 +45,7 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       await rheo.createStream('orders', { partitions: 2 });
       const error = await expectCode(rheo.createStream('orders', { partitions: 4 }), 'already_exists');
       expect(error.message).toContain('orders');
+      expect([error.stream, error.group]).toEqual(['orders', undefined]);
       expect((await rheo.listStreams()).map((s) => [s.name, s.partitions])).toEqual([['orders', 2]]);
     });
 
@@ -89,6 +90,7 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       await rheo.createGroup('s', 'g');
       const error = await expectCode(rheo.createGroup('s', 'g'), 'already_exists');
       expect(error.message).toContain('g');
+      expect([error.stream, error.group]).toEqual(['s', 'g']);
       expect(await rheo.listGroups('s')).toEqual(['g']);
     });
 
@@ -401,6 +403,36 @@ export function registerLogTests(makeBackend: BackendFactory): void {
       await consumeAll(rheo, 's', 'g');
       expect(await readAll(rheo, 's')).toEqual(before);
       expect(await rheo.query('s')).toEqual(queryBefore);
+    });
+
+    it('changing an event the caller was given (appended, read or leased) does not change the log', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const appended = await rheo.append('s', { payload: { n: 1, nested: { list: [1, 2] } }, metadata: { m: 'x' } });
+      // A deep copy: the log may hand out its own (frozen) objects.
+      const original = structuredClone(await readAll(rheo, 's'));
+      const [read] = await rheo.read('s', { partition: 0 });
+      const [lease] = await rheo.fetch('s', 'g');
+      for (const event of [appended, read!, lease!.event]) {
+        // A backend may hand out frozen events (memory) or copies (PostgreSQL, Redis): either way the log keeps its own.
+        const attempts = [
+          () => ((event.payload as { n: number }).n = 2),
+          () => (event.payload as { nested: { list: number[] } }).nested.list.push(3),
+          () => ((event.metadata as { m: string }).m = 'y'),
+          () => ((event as { type: string }).type = 'changed'),
+        ];
+        for (const attempt of attempts) {
+          try {
+            attempt();
+          } catch (error) {
+            expect(error).toBeInstanceOf(TypeError);
+          }
+        }
+      }
+      expect(await readAll(rheo, 's')).toEqual(original);
+      expect(original[0]!.payload).toEqual({ n: 1, nested: { list: [1, 2] } });
+      expect(original[0]!.metadata).toEqual({ m: 'x' });
     });
   });
 }

@@ -122,7 +122,9 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       const events = await appendN(rheo, 's', 3);
       await consumeAll(rheo, 's', 'g');
       const before = await groupState(rheo, 's', 'g');
-      await expectCode(rheo.replay('s', 'g', { eventIds: [events[0]!.id, 'no-such-id'] }), 'invalid_argument');
+      const error = await expectCode(rheo.replay('s', 'g', { eventIds: [events[0]!.id, 'no-such-id'] }), 'invalid_argument');
+      expect(error.message).toContain('no-such-id');
+      expect([error.stream, error.group]).toEqual(['s', 'g']);
       expect(await groupState(rheo, 's', 'g')).toEqual(before);
       expect(await rheo.fetch('s', 'g')).toEqual([]);
     });
@@ -441,6 +443,7 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       await rejectAll(rheo, 2);
       const error = await expectCode(rheo.deadLetters('s', 'g', { after: '999999999' }), 'cursor_not_found');
       expect(error.message).toContain('"g"');
+      expect([error.stream, error.group]).toEqual(['s', 'g']);
     });
 
     it("another group's dead-letter id is cursor_not_found", async () => {
