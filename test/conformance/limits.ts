@@ -196,6 +196,20 @@ export function registerLimitTests(makeBackend: BackendFactory): void {
       expect((await rheo.deadLetters('s', 'g')).map((d) => [pos(d.event), d.reason])).toEqual([['1:2', 'max attempts exceeded']]);
     });
 
+    it('spent deliveries a walk dead-letters cost nothing against the budget', async () => {
+      const { rheo, clock } = fx();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'g', { maxAttempts: 1 });
+      await rheo.append('s', { payload: sized(100), partition: 0 });
+      await rheo.appendBatch('s', [{ payload: sized(500), partition: 1 }, { payload: sized(100), partition: 1 }]);
+      expect((await rheo.fetch('s', 'g', { partitions: [1], limit: 1, leaseMs: 10 })).map(pos)).toEqual(['1:1']);
+      clock.advance(10); // 1:1 is spent: its next claim would pass maxAttempts
+      // Whichever partition the walk starts at, 1:1 is dead-lettered on the way and 0:1 and 1:2 both fit 200 bytes.
+      const leases = await rheo.fetch('s', 'g', { limit: 10, maxBytes: 200 });
+      expect(leases.map(pos).sort()).toEqual(['0:1', '1:2']);
+      expect((await rheo.deadLetters('s', 'g')).map((d) => pos(d.event))).toEqual(['1:1']);
+    });
+
     it('read stops at maxBytes (at least one event); paging by sequence still sees everything', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');
@@ -243,6 +257,8 @@ export function registerLimitTests(makeBackend: BackendFactory): void {
       await rheo.rejectMany(await rheo.fetch('s', 'g', { limit: 5 }));
       const first = await rheo.deadLetters('s', 'g', { limit: 100, maxBytes: 250 });
       expect(first.map((d) => d.event.sequence)).toEqual([1, 2]);
+      // A page that lands exactly on the budget takes the last one in.
+      expect((await rheo.deadLetters('s', 'g', { limit: 100, maxBytes: 200 })).map((d) => d.event.sequence)).toEqual([1, 2]);
       expect((await rheo.deadLetters('s', 'g', { after: first[1]!.id, maxBytes: 1 })).map((d) => d.event.sequence)).toEqual([3]);
       const seen: number[] = [];
       let after: string | undefined;

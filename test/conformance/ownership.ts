@@ -192,6 +192,14 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       const [release] = await rheo.releasePartitions([ghost]);
       expect(release?.ok === false && release.error.code).toBe('stale_generation');
       expect(await frontiers(rheo, 's', 'g')).toEqual([0, 0]);
+      // The same for a stream or group that does not exist, each op answered on its own.
+      const strays = [
+        { ...ghost, stream: 'nope' },
+        { ...ghost, group: 'nope' },
+      ];
+      const commits = await rheo.commit(strays.map((f) => ({ ...f, upTo: 0 })));
+      const releases = await rheo.releasePartitions(strays);
+      expect([...commits, ...releases].map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(Array(4).fill('stale_generation'));
     });
 
     it('a live lease on any one partition refuses ownership of the group', async () => {
@@ -243,6 +251,17 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       await rheo.redrive('s', 'g');
       const [r1] = await rheo.commit([{ ...f1, upTo: 1 }]);
       expect(r1?.ok === false && r1.error.code).toBe('stale_generation');
+    });
+
+    it('a replay by event ids limited to some partitions fences only those partitions', async () => {
+      const rheo = await setup(2);
+      const [e0, e1] = await rheo.appendBatch('s', [{ payload: 0, partition: 0 }, { payload: 1, partition: 1 }]);
+      const view = await beat(rheo, 'a');
+      const [f0, f1] = [fenceOf(view, 0), fenceOf(view, 1)];
+      await rheo.commit([{ ...f0, upTo: 1 }, { ...f1, upTo: 1 }]);
+      await rheo.replay('s', 'g', { eventIds: [e0!.id, e1!.id] }, { partitions: [1] });
+      const after = await rheo.commit([{ ...f0, upTo: 1 }, { ...f1, upTo: 1 }]);
+      expect(after.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['ok', 'stale_generation']);
     });
 
     it('a partition released and granted back to the same member fences the earlier grant', async () => {

@@ -446,6 +446,21 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect([error.stream, error.group]).toEqual(['s', 'g']);
     });
 
+    it('an after that only looks like an id (leading zeros, too many digits, not digits) is cursor_not_found', async () => {
+      const { rheo } = fx();
+      await rejectAll(rheo, 12);
+      const all = await rheo.deadLetters('s', 'g');
+      expect(all).toHaveLength(12);
+      // Every id pages, whatever its length.
+      for (const [i, d] of all.entries()) {
+        expect((await rheo.deadLetters('s', 'g', { after: d.id, limit: 1 })).map((x) => x.id)).toEqual(all.slice(i + 1, i + 2).map((x) => x.id));
+      }
+      const first = all[0]!.id;
+      for (const after of [`0${first}`, `00${first}`, '9'.repeat(20), `${first}x`, `x${first}`, ' 1']) {
+        await expectCode(rheo.deadLetters('s', 'g', { after }), 'cursor_not_found');
+      }
+    });
+
     it("another group's dead-letter id is cursor_not_found", async () => {
       const { rheo } = fx();
       await rejectAll(rheo, 1);

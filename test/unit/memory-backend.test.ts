@@ -61,5 +61,41 @@ describe('memory backend', () => {
     await expect(pending).resolves.toBe(false);
     await expect(open.waitForAppend!('s', 3_600_000)).resolves.toBe(false);
     await expect(open.listStreams()).rejects.toMatchObject({ code: 'closed', message: 'the memory backend is closed' });
+    await expect(open.migrate()).rejects.toMatchObject({ code: 'closed' });
+  });
+
+  it('an append whose every event already existed wakes no waiter', async () => {
+    const { backend, rheo } = await withStream();
+    await rheo.append('s', { id: 'e1', payload: 1 });
+    const waiting = backend.waitForAppend!('s', 20); // the timeout is what is under test
+    const again = await rheo.append('s', { id: 'e1', payload: 1 });
+    expect(again.existed).toBe(true);
+    await expect(waiting).resolves.toBe(false);
+  });
+
+  it('a settle or renewal of a lease whose group, partition or delivery is gone is stale_lease, naming the delivery', async () => {
+    const { backend, rheo } = await withStream();
+    await rheo.createGroup('s', 'g');
+    await rheo.append('s', { payload: 1 });
+    const [lease] = await rheo.fetch('s', 'g');
+    const ref = { stream: 's', group: 'g', partition: 0, sequence: 1, leaseId: lease!.leaseId };
+    const strays = [
+      { ...ref, stream: 'nope' },
+      { ...ref, group: 'nope' },
+      { ...ref, partition: 3 },
+      { ...ref, sequence: 9 },
+      { ...ref, leaseId: 'someone-else' },
+    ];
+    const settled = await backend.settle(strays.map((r) => ({ ...r, kind: 'ack' as const })));
+    const renewed = await backend.renew(strays, 1000);
+    for (const [i, result] of [...settled, ...renewed].entries()) {
+      const r = strays[i % strays.length]!;
+      expect(result).toMatchObject({
+        ok: false,
+        error: { code: 'stale_lease', message: expect.stringContaining(`delivery ${r.partition}/${r.sequence} is not leased under this lease id`) },
+      });
+    }
+    // The real lease is untouched.
+    expect(await backend.settle([{ ...ref, kind: 'ack' }])).toEqual([{ ok: true }]);
   });
 });

@@ -361,7 +361,8 @@ class MemoryBackend implements Backend {
     const { log, g } = this.#group(stream, group);
     let afterId = 0;
     if (after !== null) {
-      afterId = /^\d{1,15}$/.test(after) ? Number(after) : -1;
+      // The id spelled exactly as it was handed out: '01' names no dead letter.
+      afterId = /^[1-9]\d{0,14}$/.test(after) ? Number(after) : -1;
       if (!g.deadLetters.has(afterId)) {
         throw new RheoError('cursor_not_found', `dead-letter cursor "${after}" not found in group "${group}" of stream "${stream}"`, {
           stream,
