@@ -141,6 +141,11 @@ function record(consumer: PartitionConsumer): Recorded {
   return r;
 }
 
+/** Event `sequence` of `partition`. */
+function event(partition: number, sequence: number): RheoEvent {
+  return { id: `e${partition}-${sequence}`, stream: 's', partition, sequence, type: 't', key: null, payload: null, metadata: {}, timestamp: new Date(0) };
+}
+
 const turns = async (n = 10): Promise<void> => {
   for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 };
@@ -256,7 +261,7 @@ describe('PartitionConsumer', () => {
     const source = new ScriptedOwnership().view([[0, 1], [1, 4]]);
     const r = source.consumer({ handler: (e) => (e.partition === 1 ? held : undefined) });
     await beat(source, 0);
-    source.readsOf(1)[0]!.resolve([{ id: 'x', stream: 's', partition: 1, sequence: 1, type: 't', key: null, payload: null, metadata: {}, timestamp: new Date(0) }]);
+    source.readsOf(1)[0]!.resolve([event(1, 1)]);
     await turns();
     source.view([[0, 1], [1, 4]], [1], 2);
     await beat(source);
@@ -324,7 +329,7 @@ describe('PartitionConsumer', () => {
     });
     await beat(source, 0);
     for (const p of [0, 1]) {
-      source.readsOf(p)[0]!.resolve([{ id: `x${p}`, stream: 's', partition: p, sequence: 1, type: 't', key: null, payload: null, metadata: {}, timestamp: new Date(0) }]);
+      source.readsOf(p)[0]!.resolve([event(p, 1)]);
     }
     await turns();
     // 0 was taken and granted back under a new generation; 1 is gone; 2 stays.
@@ -361,7 +366,7 @@ describe('PartitionConsumer', () => {
     const source = new ScriptedOwnership().view([[0, 1]]);
     const r = source.consumer({ handler: () => held });
     await beat(source, 0);
-    source.readsOf(0)[0]!.resolve([{ id: 'x', stream: 's', partition: 0, sequence: 1, type: 't', key: null, payload: null, metadata: {}, timestamp: new Date(0) }]);
+    source.readsOf(0)[0]!.resolve([event(0, 1)]);
     await turns();
     const stopping = r.consumer.stop({ timeoutMs: 5_000 });
     expect(r.consumer.stop()).toBe(stopping);
@@ -385,7 +390,7 @@ describe('PartitionConsumer', () => {
     const r = source.consumer({ handler: () => new Promise<never>(() => {}), stopTimeoutMs: 700 });
     await beat(source, 0);
     for (const p of [0, 1]) {
-      source.readsOf(p)[0]!.resolve([{ id: `x${p}`, stream: 's', partition: p, sequence: 1, type: 't', key: null, payload: null, metadata: {}, timestamp: new Date(0) }]);
+      source.readsOf(p)[0]!.resolve([event(p, 1)]);
     }
     await turns();
     const stopping = r.consumer.stop();
@@ -402,7 +407,7 @@ describe('PartitionConsumer', () => {
     const source = new ScriptedOwnership().view([[0, 1]]);
     const r = source.consumer({ handler: () => new Promise<never>(() => {}) });
     await beat(source, 0);
-    source.readsOf(0)[0]!.resolve([{ id: 'x', stream: 's', partition: 0, sequence: 1, type: 't', key: null, payload: null, metadata: {}, timestamp: new Date(0) }]);
+    source.readsOf(0)[0]!.resolve([event(0, 1)]);
     await turns();
     await r.consumer.stop({ timeoutMs: 0 });
     expect(r.drains).toEqual([{ aborted: 0, timedOut: false }]);
