@@ -216,6 +216,8 @@ export function registerLimitTests(makeBackend: BackendFactory): void {
       await rheo.appendBatch('s', Array.from({ length: 7 }, (_, i) => ({ payload: sized(100 + i) })));
       const page = await rheo.read('s', { limit: 100, maxBytes: 250 });
       expect(page.map((e) => e.sequence)).toEqual([1, 2]);
+      // A page that lands exactly on the budget takes the last one in (100 + 101 bytes).
+      expect((await rheo.read('s', { limit: 100, maxBytes: 201 })).map((e) => e.sequence)).toEqual([1, 2]);
       expect((await rheo.read('s', { after: 2, limit: 100, maxBytes: 1 })).map((e) => e.sequence)).toEqual([3]);
       const seen: number[] = [];
       for (let after = 0; ; ) {
@@ -234,6 +236,7 @@ export function registerLimitTests(makeBackend: BackendFactory): void {
       await rheo.appendBatch('s', Array.from({ length: 9 }, (_, i) => ({ payload: sized(100), partition: i % 2 })));
       const first = await rheo.query('s', { limit: 100, maxBytes: 250 });
       expect(first.events).toHaveLength(2);
+      expect((await rheo.query('s', { limit: 100, maxBytes: 200 })).events).toHaveLength(2);
       expect(first.nextCursor).not.toBeNull();
       const seen: string[] = [];
       let cursor: string | undefined;

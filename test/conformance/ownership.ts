@@ -264,6 +264,32 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       expect(after.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['ok', 'stale_generation']);
     });
 
+    it("a commit after a replay by ids settles the reopened event it covers, even one exactly at its bound", async () => {
+      const rheo = await setup(1);
+      const [, e2] = await appendN(rheo, 's', 2);
+      const first = fenceOf(await beat(rheo, 'a'), 0);
+      await rheo.commit([{ ...first, upTo: 2 }]);
+      await rheo.replay('s', 'g', { eventIds: [e2!.id] });
+      expect((await rheo.lag('s', 'g')).lag).toBe(1);
+      const again = fenceOf(await beat(rheo, 'a'), 0);
+      expect(again.generation).toBe(first.generation + 1);
+      expect((await rheo.readOwned(again, { after: 1 })).map((e) => e.sequence)).toEqual([2]);
+      expect(await rheo.commit([{ ...again, upTo: 2 }])).toEqual([{ ok: true }]);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([2]);
+      expect((await rheo.lag('s', 'g')).lag).toBe(0);
+      expect((await rheo.groupInfo('s', 'g')).inflight).toBe(0);
+    });
+
+    it('a replay while a partition has no owner does not move the generation its next owner gets', async () => {
+      const rheo = await setup(1);
+      await appendN(rheo, 's', 2);
+      const first = await beat(rheo, 'a');
+      await rheo.leaveGroup('s', 'g', 'a');
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      const next = await beat(rheo, 'b');
+      expect(next.owned.map((o) => o.generation)).toEqual([first.owned[0]!.generation + 1]);
+    });
+
     it('a partition released and granted back to the same member fences the earlier grant', async () => {
       const rheo = await setup(1);
       await appendN(rheo, 's', 2);

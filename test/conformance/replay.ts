@@ -129,6 +129,39 @@ export function registerReplayTests(makeBackend: BackendFactory): void {
       expect(await rheo.fetch('s', 'g')).toEqual([]);
     });
 
+    it('a replay over leased deliveries holds them: once settled they are not offered again, until a later replay reaches them', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await appendN(rheo, 's', 6);
+      const sorted = (leases: Lease[]) => leases.map((l) => l.event.sequence).sort((x, y) => x - y);
+      /** A group where 1 and 2 are new again after a replay from 1, 3 was acked since, and 4 is still leased. */
+      const setUp = async (group: string): Promise<Lease> => {
+        await rheo.createGroup('s', group);
+        const leases = await rheo.fetch('s', group, { limit: 4 });
+        await rheo.ackMany(leases.slice(0, 2));
+        await rheo.replay('s', group, { fromSequence: 1 });
+        await rheo.ack(leases[2]!);
+        return leases[3]!;
+      };
+      // A second replay that reaches nothing settled changes nothing held.
+      await setUp('a');
+      await rheo.replay('s', 'a', { fromSequence: 5 });
+      expect(sorted(await fetchAll(rheo, 's', 'a'))).toEqual([1, 2, 5, 6]);
+      // One that reaches 3 offers it again; 4 stays held.
+      const four = await setUp('b');
+      await rheo.replay('s', 'b', { fromSequence: 3 });
+      const again = await fetchAll(rheo, 's', 'b');
+      expect(sorted(again)).toEqual([1, 2, 3, 5, 6]);
+      await rheo.ackMany([...again, four]);
+      expect(await fetchAll(rheo, 's', 'b')).toEqual([]);
+      // A replay starting exactly at a leased delivery holds it too.
+      await rheo.createGroup('s', 'c');
+      const leased = await rheo.fetch('s', 'c', { limit: 4 });
+      await rheo.replay('s', 'c', { fromSequence: 3 });
+      await rheo.ackMany(leased);
+      expect(sorted(await fetchAll(rheo, 's', 'c'))).toEqual([5, 6]);
+    });
+
     it('fromSequence removes dead letters in range and makes them claimable', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');

@@ -226,6 +226,53 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
       expect((await fetchAll(rheo, 's', 'g')).map((l) => [l.event.sequence, l.attempt])).toEqual([[6, 1]]);
     });
 
+    it('a forced trim whose bound lands on a held sequence counts it once', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 6);
+      const leases = await rheo.fetch('s', 'g', { limit: 4 });
+      await rheo.ackMany(leases.slice(0, 2));
+      await rheo.replay('s', 'g', { fromSequence: 1 }); // 1, 2 new again; 3, 4 leased (held)
+      const report = await rheo.trim('s', { keep: 2, force: true });
+      // Up to 4: 1 and 2 (new since the replay) and 3 and 4 (leased), each once.
+      expect(report.forced).toEqual([{ group: 'g', partition: 0, unsettled: 4 }]);
+      expect(await frontiers(rheo, 's', 'g')).toEqual([4]);
+      expect((await fetchAll(rheo, 's', 'g')).map((l) => [l.event.sequence, l.attempt])).toEqual([
+        [5, 1],
+        [6, 1],
+      ]);
+    });
+
+    it('a forced trim below a held sequence leaves it held', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 6);
+      const leases = await rheo.fetch('s', 'g', { limit: 4 });
+      await rheo.ackMany(leases.slice(0, 2));
+      await rheo.replay('s', 'g', { fromSequence: 1 }); // 1, 2 new again; 3, 4 leased (held)
+      const report = await rheo.trim('s', { keep: 3, force: true });
+      // Up to 3: 1, 2 and 3. 4 stays leased, and held: once acked it is not offered again.
+      expect(report.forced).toEqual([{ group: 'g', partition: 0, unsettled: 3 }]);
+      await rheo.ack(leases[3]!);
+      expect((await fetchAll(rheo, 's', 'g')).map((l) => l.event.sequence)).toEqual([5, 6]);
+    });
+
+    it('a trim takes the dead letter of the event at its very bound', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await appendN(rheo, 's', 3);
+      const [a, b, c] = (await rheo.fetch('s', 'g', { limit: 3 })) as [Lease, Lease, Lease];
+      await rheo.ack(a);
+      await rheo.reject(b, 'x');
+      await rheo.ack(c);
+      expect((await rheo.trim('s', { keep: 1 })).partitions[0]).toEqual({ deleted: 2, lowWatermark: 3 });
+      expect(await rheo.deadLetters('s', 'g')).toEqual([]);
+      expect((await rheo.groupInfo('s', 'g')).deadLetters).toBe(0);
+    });
+
     it('a normal trim deletes dead letters of the events it trims (they are settled)', async () => {
       const { rheo } = fx();
       await rheo.createStream('s');
