@@ -264,18 +264,20 @@ export function registerOwnershipTests(makeBackend: BackendFactory): void {
       expect(after.map((r) => (r.ok ? 'ok' : r.error.code))).toEqual(['ok', 'stale_generation']);
     });
 
-    it("a commit after a replay by ids settles the reopened event it covers, even one exactly at its bound", async () => {
+    it("a commit after a replay by ids settles the reopened events it covers, one exactly at its bound included, and no more", async () => {
       const rheo = await setup(1);
-      const [, e2] = await appendN(rheo, 's', 2);
+      const [, e2, e3] = await appendN(rheo, 's', 3);
       const first = fenceOf(await beat(rheo, 'a'), 0);
-      await rheo.commit([{ ...first, upTo: 2 }]);
-      await rheo.replay('s', 'g', { eventIds: [e2!.id] });
-      expect((await rheo.lag('s', 'g')).lag).toBe(1);
+      await rheo.commit([{ ...first, upTo: 3 }]);
+      await rheo.replay('s', 'g', { eventIds: [e2!.id, e3!.id] });
+      expect((await rheo.lag('s', 'g')).lag).toBe(2);
       const again = fenceOf(await beat(rheo, 'a'), 0);
       expect(again.generation).toBe(first.generation + 1);
-      expect((await rheo.readOwned(again, { after: 1 })).map((e) => e.sequence)).toEqual([2]);
+      expect((await rheo.readOwned(again, { after: 1 })).map((e) => e.sequence)).toEqual([2, 3]);
       expect(await rheo.commit([{ ...again, upTo: 2 }])).toEqual([{ ok: true }]);
       expect(await frontiers(rheo, 's', 'g')).toEqual([2]);
+      expect((await rheo.lag('s', 'g')).lag).toBe(1);
+      expect(await rheo.commit([{ ...again, upTo: 3 }])).toEqual([{ ok: true }]);
       expect((await rheo.lag('s', 'g')).lag).toBe(0);
       expect((await rheo.groupInfo('s', 'g')).inflight).toBe(0);
     });
