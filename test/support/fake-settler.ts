@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Backend, OwnedTransaction, SettleOp, SettleOutcome } from '../../src/core/backend.js';
+import type { Backend, CommitOp, OwnedTransaction, SettleOp, SettleOutcome } from '../../src/core/backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { Lease } from '../../src/core/types.js';
 import type { RheoProducer } from '../../src/producer/rheo-producer.js';
@@ -100,6 +100,8 @@ export class FakeSettler extends EventEmitter {
 export interface FakeTransactionLog {
   calls: string[];
   ops: SettleOp[];
+  /** Offset commits made in a transaction. */
+  offsets: CommitOp[];
 }
 
 export interface FakeTransactionOptions {
@@ -107,15 +109,21 @@ export interface FakeTransactionOptions {
   settle?: (ops: SettleOp[]) => Promise<SettleOutcome[]>;
   /** What `commit` does (default: resolves). */
   commit?: () => Promise<void>;
+  /** Gives the scope an offset `commit` (partition ownership) answering this; without it the scope has none. */
+  offsets?: (ops: CommitOp[]) => Promise<SettleOutcome[]>;
+  /** A `beginTransaction` that fails with this. */
+  beginError?: unknown;
 }
 
 /** A backend with the `transactions` capability whose transactions only record what was asked of them. */
 export function fakeTransactionalBackend(options: FakeTransactionOptions = {}): { backend: Backend; log: FakeTransactionLog } {
-  const log: FakeTransactionLog = { calls: [], ops: [] };
+  const log: FakeTransactionLog = { calls: [], ops: [], offsets: [] };
   let opened = 0;
   const beginTransaction = (): Promise<OwnedTransaction> => {
     const n = ++opened;
     log.calls.push(`begin ${n}`);
+    if (options.beginError !== undefined) return Promise.reject(options.beginError);
+    const offsets = options.offsets;
     const tx: OwnedTransaction = {
       client: { query: () => Promise.resolve({ tx: n }) },
       scope: {
@@ -125,6 +133,13 @@ export function fakeTransactionalBackend(options: FakeTransactionOptions = {}): 
           log.ops.push(...ops);
           return options.settle ? options.settle(ops) : Promise.resolve(ops.map(() => ({ ok: true as const })));
         },
+        ...(offsets && {
+          commit: (ops: CommitOp[]) => {
+            log.calls.push(`offsets ${n} ${ops.map((op) => op.upTo).join(',')}`);
+            log.offsets.push(...ops);
+            return offsets(ops);
+          },
+        }),
       },
       commit: () => {
         log.calls.push(`commit ${n}`);
