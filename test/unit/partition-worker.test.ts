@@ -375,34 +375,32 @@ describe('PartitionWorker', () => {
     expect(worker.position).toBe(0);
   });
 
-  it('once aborted, a failing commit gets three tries, then the worker gives up', async () => {
-    const held = gate();
-    const { source, worker, reports } = build(() => held.promise, { batchSize: 2 });
+  /** A worker whose every commit fails, stopped with no grace after `before` failed tries; how many tries it made in all. */
+  async function triesWhenAbortedAfter(before: number): Promise<number> {
+    const { source, worker, reports } = build(() => undefined, { batchSize: 2 });
     source.commitAnswer = () => Promise.resolve([{ ok: false, error: unavailable() }]);
     await turns();
-    source.lastRead().resolve([event(1), event(2)]);
+    source.lastRead().resolve([event(1)]);
     await turns();
-    held.open();
-    await turns();
-    // Not aborted: it keeps trying.
-    for (let i = 0; i < 4; i++) {
+    for (let i = 1; i < before; i++) {
       source.timers.advance(source.timers.pendingDelays()[0]!);
       await turns();
     }
-    expect(source.commits).toHaveLength(5);
+    expect(source.commits).toHaveLength(before);
     worker.stop(0); // aborts: the grace is over
-    for (let i = 0; i < 3; i++) {
-      const [next] = source.timers.pendingDelays();
-      if (next === undefined) break;
-      source.timers.advance(next);
-      await turns();
-    }
-    source.lastRead().resolve([]);
+    for (const read of source.reads) read.resolve([]);
+    for (let i = 0; i < 10 && !(await isSettled(worker.done)); i++) source.timers.advance(source.timers.pendingDelays()[0] ?? 0);
     await worker.done;
-    expect(source.commits.length).toBeGreaterThanOrEqual(6);
-    expect(source.commits.length).toBeLessThanOrEqual(7);
     expect(worker.position).toBe(0);
     expect(reports.errors.every(([kind]) => kind === 'commit')).toBe(true);
+    return source.commits.length;
+  }
+
+  it('a failing commit is retried for as long as the worker is not aborted; once aborted, three tries in all are its last', async () => {
+    // Not aborted, it keeps trying (five tries here); aborted, the next failure is past three: it gives up.
+    expect(await triesWhenAbortedAfter(5)).toBe(6);
+    // Aborted after the first failure: the second and third try still go out.
+    expect(await triesWhenAbortedAfter(1)).toBe(3);
   });
 
   it('stop(grace) lets running handlers finish within the grace, then commits what finished', async () => {
@@ -541,6 +539,7 @@ describe('PartitionWorker', () => {
     source.timers.advance(250);
     await turns();
     const [backoff] = source.timers.pendingDelays();
+    expect(backoff).toBeGreaterThanOrEqual(8);
     expect(backoff).toBeLessThanOrEqual(10);
     source.timers.advance(backoff!);
     await turns();
@@ -707,6 +706,85 @@ describe('PartitionWorker', () => {
     source.lastRead().resolve([event(1)]);
     await worker.done;
     expect(worker.fenced).toBe(true);
+    expect(source.commits).toEqual([]);
+  });
+
+  it('a batch finished while the commit before it was out is not committed once that commit comes back stale', async () => {
+    const first = gate<SettleResult[]>();
+    const { source, worker, reports } = build(() => undefined, { batchSize: 1 });
+    source.commitAnswer = () => first.promise;
+    await turns();
+    source.lastRead().resolve([event(1)]);
+    await turns();
+    // 1 is committing; 2 (read ahead) is handled meanwhile and waits for that commit.
+    source.lastRead().resolve([event(2)]);
+    await turns();
+    expect(reports.count('handled')).toBe(2);
+    first.open([{ ok: false, error: stale() }]);
+    await worker.done;
+    expect(source.commits).toHaveLength(1);
+    expect(worker.fenced).toBe(true);
+  });
+
+  it('a worker fenced part-way through a short batch ends without reading again', async () => {
+    const { source, worker } = build(
+      (e) => (e.sequence === 2 ? (new SettledInTransaction({ kind: 'uncommitted', error: stale() }) as never) : undefined),
+      { batchSize: 5 },
+    );
+    await turns();
+    source.lastRead().resolve([event(1), event(2), event(3)]);
+    expect(await isSettled(worker.done)).toBe(true);
+    expect(source.reads).toHaveLength(1);
+    expect(source.commits).toEqual([]); // fenced: not even the finished 1
+  });
+
+  it('done waits for the commit in flight when the worker stops, also for the finished part of a batch cut short', async () => {
+    const commit = gate<SettleResult[]>();
+    const { source, worker } = build(() => undefined, { batchSize: 5 });
+    source.commitAnswer = () => commit.promise;
+    await turns();
+    source.lastRead().resolve([event(1)]);
+    await turns();
+    worker.stop(0);
+    for (const read of source.reads) read.resolve([]);
+    expect(await isSettled(worker.done)).toBe(false);
+    commit.open([{ ok: true }]);
+    await worker.done;
+    expect(worker.position).toBe(1);
+
+    const prefix = gate<SettleResult[]>();
+    const cut = build((e) => (e.sequence === 1 ? undefined : new Promise<never>(() => {})), { batchSize: 2 });
+    cut.source.commitAnswer = () => prefix.promise;
+    await turns();
+    cut.source.lastRead().resolve([event(1), event(2)]);
+    await turns();
+    cut.worker.stop(100);
+    cut.source.timers.advance(100); // 2 is aborted: 1 is committed on the way out
+    await turns();
+    expect(cut.source.committed()).toEqual([[1, []]]);
+    expect(await isSettled(cut.worker.done)).toBe(false);
+    prefix.open([{ ok: true }]);
+    await cut.worker.done;
+    expect(cut.worker.position).toBe(1);
+  });
+
+  it("onFailure 'block' retries an uncommitted transactional outcome forever too", async () => {
+    const { source, worker, reports } = build(() => new SettledInTransaction({ kind: 'uncommitted', error: unavailable() }) as never, {
+      batchSize: 1,
+      onFailure: 'block',
+    }, { maxAttempts: 1 });
+    await turns();
+    source.lastRead().resolve([event(1)]);
+    await turns();
+    for (let i = 0; i < 4; i++) {
+      source.timers.advance(source.timers.pendingDelays()[0]!);
+      await turns();
+    }
+    expect(reports.count('handled')).toBe(5);
+    expect(reports.count('retried')).toBe(5);
+    expect(source.commits).toEqual([]);
+    worker.stop(0);
+    await worker.done;
     expect(source.commits).toEqual([]);
   });
 
