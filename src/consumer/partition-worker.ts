@@ -145,28 +145,29 @@ export class PartitionWorker<T extends JsonValue> {
   /**
    * Stop after what is running: no new batch is read; handlers of the batch
    * get `graceMs` to finish, then their signals are aborted; the finished
-   * prefix is committed.
+   * prefix is committed. Called again (a revoked partition, then the
+   * consumer's `stop()`), the earliest deadline wins: a later call can cut
+   * the grace short, never extend it.
    */
   stop(graceMs: number): void {
-    if (this.#stopping) return;
-    this.#stopping = true;
-    this.#wake.abort();
-    if (graceMs <= 0) this.#abort.abort(revokedError(this.partition));
-    else {
-      const timer = this.#timers.schedule(graceMs, () => this.#abort.abort(revokedError(this.partition)), { keepAlive: false });
-      void this.done.finally(() => timer.cancel());
+    if (!this.#stopping) {
+      this.#stopping = true;
+      this.#wake.abort();
     }
+    if (this.#abort.signal.aborted) return;
+    if (graceMs <= 0) return this.#abort.abort(revokedError(this.partition));
+    const timer = this.#timers.schedule(graceMs, () => this.#abort.abort(revokedError(this.partition)), { keepAlive: false });
+    void this.done.finally(() => timer.cancel());
   }
 
   /**
-   * The partition is no longer ours: abort everything, commit nothing. Also
+   * The partition is no longer ours: abort everything, commit nothing, also
    * when it was being stopped with a grace (a revoked partition lost before
-   * its release): the grace is over at once.
+   * its release).
    */
   lose(): void {
     this.fenced = true;
     this.stop(0);
-    this.#abort.abort(revokedError(this.partition));
   }
 
   /**

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { Backend, MemberView } from '../../src/core/backend.js';
 import { ManualClock } from '../../src/core/clock.js';
@@ -149,6 +150,16 @@ function event(partition: number, sequence: number): RheoEvent {
 const turns = async (n = 10): Promise<void> => {
   for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 };
+
+async function isSettled(promise: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  void promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await turns();
+  return settled;
+}
 
 /** Fires the next heartbeat (due now or after `ms`) and lets it land. */
 async function beat(source: ScriptedOwnership, ms = HEARTBEAT_MS): Promise<void> {
@@ -474,6 +485,139 @@ describe('PartitionConsumer', () => {
     controller.abort();
     await turns();
     expect(r.drains.length).toBe(drains);
+  });
+
+  it('stats list the partitions being handed over in ascending order; stop(0) does not wait out their grace', async () => {
+    const source = new ScriptedOwnership().view([[3, 1], [1, 1], [2, 1]]);
+    const r = source.consumer({ handler: () => new Promise<never>(() => {}) });
+    await beat(source, 0);
+    for (const p of [3, 1]) source.readsOf(p)[0]!.resolve([event(p, 1)]);
+    await turns();
+    source.view([[3, 1], [1, 1], [2, 1]], [3, 1], 2);
+    await beat(source);
+    expect(r.consumer.stats()).toMatchObject({ owned: [1, 2, 3], revoking: [1, 3] });
+    for (const read of source.reads) read.resolve([]);
+    await r.consumer.stop({ timeoutMs: 0 });
+  });
+
+  it('a stopped consumer leaves no listener on its signal', async () => {
+    const controller = new AbortController();
+    const source = new ScriptedOwnership().view([]);
+    const r = source.consumer({ signal: controller.signal });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    await beat(source, 0);
+    await r.consumer.stop();
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('stop({ timeoutMs: 0 }) sets no stop timer, even while a commit is still out', async () => {
+    let land!: (results: SettleResult[]) => void;
+    const source = new ScriptedOwnership().view([[0, 1]]);
+    source.commit = (ops) => {
+      source.commits.push(...ops);
+      return new Promise((resolve) => (land = resolve));
+    };
+    const r = source.consumer();
+    await beat(source, 0);
+    source.readsOf(0)[0]!.resolve([event(0, 1)]);
+    await turns();
+    const stopping = r.consumer.stop({ timeoutMs: 0 });
+    for (const read of source.reads) read.resolve([]);
+    await turns();
+    expect(source.timers.pendingDelays()).toEqual([]);
+    land([{ ok: true }]);
+    await stopping;
+    expect(r.drains).toEqual([{ aborted: 0, timedOut: false }]);
+  });
+
+  it('a heartbeat that fails while the consumer stops schedules no other', async () => {
+    let fail!: (error: unknown) => void;
+    const source = new ScriptedOwnership();
+    source.views.push(() => new Promise<MemberView>((_resolve, reject) => (fail = reject)));
+    const r = source.consumer();
+    await beat(source, 0);
+    const stopping = r.consumer.stop();
+    fail(unavailable());
+    await stopping;
+    expect(r.errors).toEqual([{ op: 'heartbeat', partition: null, code: 'backend_unavailable' }]);
+    expect(source.timers.pendingDelays()).toEqual([]);
+    expect(source.heartbeats).toHaveLength(1);
+  });
+
+  it("a heartbeat answered 'closed' after joining stops without waiting for running handlers", async () => {
+    let signal: AbortSignal | null = null;
+    const source = new ScriptedOwnership().view([[0, 1]]);
+    source.views.push(new RheoError('closed', 'rheo is closed'));
+    const r = source.consumer({
+      handler: (_e, context) => {
+        signal = context.signal;
+        return new Promise<never>(() => {});
+      },
+    });
+    await beat(source, 0);
+    source.readsOf(0)[0]!.resolve([event(0, 1)]);
+    await turns();
+    await beat(source);
+    expect(await isSettled(r.consumer.done)).toBe(true);
+    expect(signal!.aborted).toBe(true);
+    expect(r.drains).toEqual([{ aborted: 0, timedOut: false }]);
+  });
+
+  it('a revoked partition whose worker was fenced meanwhile is not released (it has moved already)', async () => {
+    let finish!: () => void;
+    const source = new ScriptedOwnership().view([[0, 1]]);
+    const r = source.consumer({ handler: (e) => (e.sequence === 1 ? new Promise<void>((resolve) => (finish = resolve)) : undefined) });
+    await beat(source, 0);
+    source.readsOf(0)[0]!.resolve([event(0, 1), event(0, 2)]);
+    await turns();
+    source.view([[0, 1]], [0], 2);
+    await beat(source);
+    expect(r.consumer.stats().revoking).toEqual([0]);
+    // The finished first event's commit comes back stale: the worker is fenced.
+    source.commit = (ops) => {
+      source.commits.push(...ops);
+      return Promise.resolve(ops.map(() => ({ ok: false as const, error: new RheoError('stale_generation', 'moved') })));
+    };
+    finish();
+    await turns();
+    expect(source.commits).toHaveLength(1);
+    expect(source.releases).toEqual([]);
+    expect(r.consumer.stats()).toMatchObject({ owned: [], revoking: [] });
+    await r.consumer.stop();
+  });
+
+  it('a partition lost while being handed over and granted back keeps its new worker when the old one finishes', async () => {
+    let finish!: () => void;
+    const source = new ScriptedOwnership().view([[0, 1]]);
+    const r = source.consumer({ handler: (e) => (e.sequence === 1 && e.id === 'e0-1' ? new Promise<void>((resolve) => (finish = resolve)) : undefined) });
+    await beat(source, 0);
+    source.readsOf(0)[0]!.resolve([event(0, 1)]);
+    await turns();
+    source.view([[0, 1]], [0], 2);
+    await beat(source);
+    // Moved on and granted back under generation 2 before the first worker finished.
+    source.view([[0, 2]], [], 3);
+    await beat(source);
+    expect(r.rebalances.at(-1)).toMatchObject({ lost: [0], assigned: [{ partition: 0, generation: 2 }] });
+    finish();
+    await turns();
+    expect(r.consumer.stats()).toMatchObject({ owned: [0], revoking: [] });
+    expect(source.readsOf(0).map((read) => read.fence.generation)).toEqual([1, 2]);
+    for (const read of source.reads) read.resolve([]);
+    await r.consumer.stop();
+  });
+
+  it("a worker's failed read is an ownership-error naming the op and the partition", async () => {
+    const source = new ScriptedOwnership().view([[2, 1]]);
+    const r = source.consumer({ retryBackoff: { initialMs: 5, maxMs: 5 } });
+    await beat(source, 0);
+    source.readsOf(2)[0]!.reject(unavailable());
+    await turns();
+    expect(r.errors).toEqual([{ op: 'read', partition: 2, code: 'backend_unavailable' }]);
+    expect(r.consumer.stats().errors).toBe(1);
+    r.consumer.stop({ timeoutMs: 0 }).catch(() => undefined);
+    for (const read of source.reads) read.resolve([]);
+    await r.consumer.done;
   });
 
   it('transaction: true on a backend without transactions is unsupported, and nothing starts', () => {

@@ -403,7 +403,7 @@ describe('PartitionWorker', () => {
     expect(await triesWhenAbortedAfter(1)).toBe(3);
   });
 
-  it('stop(grace) lets running handlers finish within the grace, then commits what finished', async () => {
+  it('stop(grace) lets running handlers finish within the grace (a longer second grace does not extend it), then commits what finished', async () => {
     const held = gate();
     let signal: AbortSignal | null = null;
     const { source, worker } = build(
@@ -417,8 +417,7 @@ describe('PartitionWorker', () => {
     source.lastRead().resolve([event(1)]);
     await turns();
     worker.stop(500);
-    worker.stop(1); // again: the first grace stands
-    expect(source.timers.pendingDelays({ keepAlive: false })).toEqual([500]);
+    worker.stop(1000); // again, later: the first deadline stands
     source.timers.advance(499);
     expect(signal!.aborted).toBe(false);
     held.open();
@@ -456,6 +455,25 @@ describe('PartitionWorker', () => {
     expect(source.committed()).toEqual([[1, []]]);
     expect(reports.count('handled')).toBe(2);
     expect(worker.fenced).toBe(false);
+  });
+
+  it('a second stop with a shorter grace cuts the first short, and stop(0) aborts at once', async () => {
+    for (const second of [100, 0]) {
+      let signal: AbortSignal | null = null;
+      const { source, worker } = build((_e, context) => {
+        signal = context.signal;
+        return new Promise<never>(() => {});
+      });
+      await turns();
+      source.lastRead().resolve([event(1)]);
+      await turns();
+      worker.stop(15_000); // revoked: half the rebalance timeout
+      worker.stop(second); // then the consumer stops with a shorter timeout
+      source.timers.advance(second);
+      expect(signal!.aborted).toBe(true);
+      await worker.done;
+      expect(source.commits).toEqual([]);
+    }
   });
 
   it('lose() aborts at once, fences, and commits nothing', async () => {
