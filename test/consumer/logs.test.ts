@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
 import { ManualClock } from '../../src/core/clock.js';
@@ -118,6 +119,32 @@ for (const factory of backendFactories) {
       await stopping;
       expect(await drained).toMatchObject({ aborted: 0, timedOut: false });
       expect(consumer.stats()).toMatchObject({ acked: 1, state: 'stopped' });
+      await rheo.close();
+    });
+
+    it('stop({ timeoutMs: 0 }) with nothing running has finished, not timed out; the signal keeps no listener', async () => {
+      const { rheo, lines } = await setup();
+      const controller = new AbortController();
+      const consumer = rheo.consume({ stream: 'orders', group: 'billing', signal: controller.signal, handler: () => 'ack' });
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+      const drained = nextEvent(consumer, 'drain');
+      await consumer.stop({ timeoutMs: 0 });
+      expect(await drained).toMatchObject({ aborted: 0, timedOut: false });
+      expect(lines().map((l) => l.level)).toEqual(['info']);
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+      await rheo.close();
+    });
+
+    it('a consumer on a rheo with telemetry: false handles and settles as usual', async () => {
+      const clock = new ManualClock();
+      const rheo = createRheo({ backend: await factory.make(clock), clock, telemetry: false, defaults: { pollMs: 5 } });
+      await rheo.createStream('orders');
+      await rheo.createGroup('orders', 'billing');
+      await rheo.appendBatch('orders', [{ payload: { n: 1 } }, { payload: { n: 2 } }]);
+      const consumer = rheo.consume({ stream: 'orders', group: 'billing', handler: (e) => (e.sequence === 1 ? 'ack' : { reject: 'no' }) });
+      await waitFor(() => consumer.stats().acked + consumer.stats().deadLettered === 2, 'both settled');
+      await consumer.stop();
+      expect(consumer.stats()).toMatchObject({ acked: 1, deadLettered: 1, settleErrors: 0 });
       await rheo.close();
     });
 
