@@ -613,10 +613,11 @@ describe('PartitionWorker', () => {
 
   it('handlerTimeoutMs aborts the signal with a TimeoutError, counts a failure, and its timer keeps no process alive', async () => {
     let signal: AbortSignal | null = null;
+    let fail!: (error: Error) => void;
     const { source, worker } = build(
       (_e, context) => {
         signal = context.signal;
-        return new Promise<never>(() => {});
+        return new Promise<never>((_resolve, reject) => (fail = reject));
       },
       { batchSize: 1, handlerTimeoutMs: 40 },
       { maxAttempts: 1 },
@@ -630,6 +631,10 @@ describe('PartitionWorker', () => {
     await turns();
     expect((signal!.reason as Error).name).toBe('TimeoutError');
     expect(source.commits[0]).toEqual([expect.objectContaining({ deadLetters: [{ sequence: 1, attempt: 1, reason: 'handler timed out after 40 ms' }] })]);
+    // The handler gives up late, as its signal asked: that answer is ignored, and nothing throws.
+    fail(new Error('aborted late'));
+    await turns();
+    expect(source.commits).toHaveLength(1);
     worker.stop(0);
     source.lastRead().resolve([]);
     await worker.done;

@@ -124,6 +124,10 @@ describe('transactionalHandler (competing consumers)', () => {
     expect((settlement(await transactionalHandler(text.backend, () => 'ack')(lease.event, leaseContext())) as { error: RheoError }).error.message).toBe(
       'transaction failed: down',
     );
+    const nothing = fakeTransactionalBackend({ commit: () => Promise.reject(null) });
+    expect((settlement(await transactionalHandler(nothing.backend, () => 'ack')(lease.event, leaseContext())) as { error: RheoError }).error.message).toBe(
+      'transaction failed: null',
+    );
   });
 });
 
