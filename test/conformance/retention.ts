@@ -40,6 +40,20 @@ export async function expectRetentionUnsupported(rheo: Rheo): Promise<void> {
   expect(rheo.trimmer?.lastError ?? null).toBeNull();
 }
 
+/**
+ * Stream `s` with 6 events and group `g` where 1 and 2 were acked, then
+ * replayed (new again), while 3 and 4 are still leased (held); the four leases.
+ */
+async function replayedOverLeases(rheo: Rheo): Promise<Lease[]> {
+  await rheo.createStream('s');
+  await rheo.createGroup('s', 'g');
+  await appendN(rheo, 's', 6);
+  const leases = await rheo.fetch('s', 'g', { limit: 4 });
+  await rheo.ackMany(leases.slice(0, 2));
+  await rheo.replay('s', 'g', { fromSequence: 1 });
+  return leases;
+}
+
 export function registerRetentionTests(makeBackend: BackendFactory): void {
   describe('retention and trimming', () => {
     const fx = useFixture(makeBackend);
@@ -212,12 +226,7 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
 
     it('a forced trim after a replay counts held sequences once and delivers what is left', async () => {
       const { rheo } = fx();
-      await rheo.createStream('s');
-      await rheo.createGroup('s', 'g');
-      await appendN(rheo, 's', 6);
-      const leases = await rheo.fetch('s', 'g', { limit: 4 });
-      await rheo.ackMany(leases.slice(0, 2));
-      await rheo.replay('s', 'g', { fromSequence: 1 }); // 1, 2 new again; 3, 4 still leased (held)
+      const leases = await replayedOverLeases(rheo);
       const report = await rheo.trim('s', { keep: 1, force: true });
       // Unsettled up to 5: 1, 2 and 5 (never offered since the replay) and 3, 4 (leased).
       expect(report.forced).toEqual([{ group: 'g', partition: 0, unsettled: 5 }]);
@@ -228,12 +237,7 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
 
     it('a forced trim whose bound lands on a held sequence counts it once', async () => {
       const { rheo } = fx();
-      await rheo.createStream('s');
-      await rheo.createGroup('s', 'g');
-      await appendN(rheo, 's', 6);
-      const leases = await rheo.fetch('s', 'g', { limit: 4 });
-      await rheo.ackMany(leases.slice(0, 2));
-      await rheo.replay('s', 'g', { fromSequence: 1 }); // 1, 2 new again; 3, 4 leased (held)
+      await replayedOverLeases(rheo);
       const report = await rheo.trim('s', { keep: 2, force: true });
       // Up to 4: 1 and 2 (new since the replay) and 3 and 4 (leased), each once.
       expect(report.forced).toEqual([{ group: 'g', partition: 0, unsettled: 4 }]);
@@ -246,12 +250,7 @@ export function registerRetentionTests(makeBackend: BackendFactory): void {
 
     it('a forced trim below a held sequence leaves it held', async () => {
       const { rheo } = fx();
-      await rheo.createStream('s');
-      await rheo.createGroup('s', 'g');
-      await appendN(rheo, 's', 6);
-      const leases = await rheo.fetch('s', 'g', { limit: 4 });
-      await rheo.ackMany(leases.slice(0, 2));
-      await rheo.replay('s', 'g', { fromSequence: 1 }); // 1, 2 new again; 3, 4 leased (held)
+      const leases = await replayedOverLeases(rheo);
       const report = await rheo.trim('s', { keep: 3, force: true });
       // Up to 3: 1, 2 and 3. 4 stays leased, and held: once acked it is not offered again.
       expect(report.forced).toEqual([{ group: 'g', partition: 0, unsettled: 3 }]);

@@ -5,6 +5,7 @@ import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
 import { HandlerRun, type RunResult } from '../../src/consumer/handler-run.js';
 import { fakeLease } from '../support/fake-settler.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
+import { turns } from '../support/turns.js';
 
 /*
  * One handler invocation: its result, its timeout and the interrupts that
@@ -26,10 +27,6 @@ function gate<T>(): { promise: Promise<T>; open(value: T): void; fail(error: unk
   const promise = new Promise<T>((resolve, reject) => ((open = resolve), (fail = reject)));
   return { promise, open, fail };
 }
-
-const turns = async (n = 5): Promise<void> => {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-};
 
 describe('HandlerRun', () => {
   it('a handler that returns a plain value is answered synchronously, and a second run answers the same without calling it', () => {

@@ -8,6 +8,7 @@ import type { HandlerErrorInfo, LeaseOutcome } from '../../src/sinks/lease-outco
 import { createLeaseSink } from '../../src/sinks/lease-sink.js';
 import { FakeSettler, fakeLease } from '../support/fake-settler.js';
 import { until } from '../streams/support/wait.js';
+import { turns } from '../support/turns.js';
 
 type L = Lease<{ n: number }>;
 
@@ -36,10 +37,6 @@ function gated(): {
     fail: (sequence, error) => gates.get(sequence)!.reject(error),
   };
 }
-
-const turns = async (n = 10): Promise<void> => {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-};
 
 describe('lease sink', () => {
   it('refuses bad tuning naming the option, and defaults to one handler at a time', () => {

@@ -10,6 +10,7 @@ import type { PartitionConsumeOptions, PartitionSource } from '../../src/consume
 import type { RebalanceEvent } from '../../src/observability/lease-events.js';
 import { thrown } from '../support/thrown.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
+import { turns, isSettled } from '../support/turns.js';
 
 /*
  * PartitionConsumer against a scripted ownership source: heartbeats answer
@@ -145,20 +146,6 @@ function record(consumer: PartitionConsumer): Recorded {
 /** Event `sequence` of `partition`. */
 function event(partition: number, sequence: number): RheoEvent {
   return { id: `e${partition}-${sequence}`, stream: 's', partition, sequence, type: 't', key: null, payload: null, metadata: {}, timestamp: new Date(0) };
-}
-
-const turns = async (n = 10): Promise<void> => {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-};
-
-async function isSettled(promise: Promise<unknown>): Promise<boolean> {
-  let settled = false;
-  void promise.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  await turns();
-  return settled;
 }
 
 /** Fires the next heartbeat (due now or after `ms`) and lets it land. */

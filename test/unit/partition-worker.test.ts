@@ -9,6 +9,7 @@ import { resolvePartitionOptions, type PartitionConsumeOptions, type PartitionHa
 import { PartitionWorker, Slots, type WorkerReport } from '../../src/consumer/partition-worker.js';
 import { SettledInTransaction } from '../../src/consumer/transactional-handler.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
+import { turns, isSettled } from '../support/turns.js';
 
 /*
  * PartitionWorker against a scripted source: every read waits until the test
@@ -108,11 +109,6 @@ class Reports implements WorkerReport {
   }
 }
 
-/** Lets promise callbacks and immediates run. */
-const turns = async (n = 10): Promise<void> => {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-};
-
 interface Built {
   source: ScriptedOwned;
   worker: PartitionWorker<{ n: number }>;
@@ -143,21 +139,21 @@ function build(
   return { source, worker, reports, slots };
 }
 
+/** A worker whose handler never settles; `signal()` is the last run's signal. */
+function hanging(options: Partial<PartitionConsumeOptions<{ n: number }>> = {}): Built & { signal(): AbortSignal } {
+  let last: AbortSignal | null = null;
+  const built = build((_e, context) => {
+    last = context.signal;
+    return new Promise<never>(() => {});
+  }, options);
+  return { ...built, signal: () => last! };
+}
+
 /** A deferred the test resolves by hand. */
 function gate<T = void>(): { promise: Promise<T>; open(value: T): void } {
   let open!: (value: T) => void;
   const promise = new Promise<T>((resolve) => (open = resolve));
   return { promise, open };
-}
-
-async function isSettled(promise: Promise<unknown>): Promise<boolean> {
-  let settled = false;
-  void promise.then(
-    () => (settled = true),
-    () => (settled = true),
-  );
-  await turns();
-  return settled;
 }
 
 describe('Slots', () => {
@@ -459,52 +455,40 @@ describe('PartitionWorker', () => {
 
   it('a second stop with a shorter grace cuts the first short, and stop(0) aborts at once', async () => {
     for (const second of [100, 0]) {
-      let signal: AbortSignal | null = null;
-      const { source, worker } = build((_e, context) => {
-        signal = context.signal;
-        return new Promise<never>(() => {});
-      });
+      const { source, worker, signal } = hanging();
       await turns();
       source.lastRead().resolve([event(1)]);
       await turns();
       worker.stop(15_000); // revoked: half the rebalance timeout
       worker.stop(second); // then the consumer stops with a shorter timeout
       source.timers.advance(second);
-      expect(signal!.aborted).toBe(true);
+      expect(signal().aborted).toBe(true);
       await worker.done;
       expect(source.commits).toEqual([]);
     }
   });
 
   it('lose() aborts at once, fences, and commits nothing', async () => {
-    let signal: AbortSignal | null = null;
-    const { source, worker } = build((_e, context) => {
-      signal = context.signal;
-      return new Promise<never>(() => {});
-    });
+    const { source, worker, signal } = hanging();
     await turns();
     source.lastRead().resolve([event(1), event(2)]);
     await turns();
     worker.lose();
     await worker.done;
     expect(worker.fenced).toBe(true);
-    expect(signal!.aborted).toBe(true);
+    expect(signal().aborted).toBe(true);
     expect(source.commits).toEqual([]);
   });
 
   it('lose() during a graceful stop ends the grace: the running handler is aborted now, not when the grace runs out', async () => {
-    let signal: AbortSignal | null = null;
-    const { source, worker } = build((_e, context) => {
-      signal = context.signal;
-      return new Promise<never>(() => {});
-    });
+    const { source, worker, signal } = hanging();
     await turns();
     source.lastRead().resolve([event(1)]);
     await turns();
     worker.stop(15_000); // revoked: half the rebalance timeout to finish
-    expect(signal!.aborted).toBe(false);
+    expect(signal().aborted).toBe(false);
     worker.lose(); // the next heartbeat shows it moved on
-    expect(signal!.aborted).toBe(true);
+    expect(signal().aborted).toBe(true);
     await worker.done;
     expect(source.commits).toEqual([]);
   });

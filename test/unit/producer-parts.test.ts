@@ -8,10 +8,7 @@ import { SettleBatcher } from '../../src/producer/settle-batcher.js';
 import { sleep } from '../../src/producer/timers.js';
 import { fakeLease } from '../support/fake-settler.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
-
-const turns = async (n = 5): Promise<void> => {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-};
+import { turns } from '../support/turns.js';
 
 describe('backoffDelay', () => {
   const options = { initialMs: 100, maxMs: 1000 };

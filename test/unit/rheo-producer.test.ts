@@ -10,6 +10,7 @@ import { sleep, systemTimers } from '../../src/producer/timers.js';
 import { fakeLease } from '../support/fake-settler.js';
 import { thrown } from '../support/thrown.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
+import { turns } from '../support/turns.js';
 
 /*
  * RheoProducer against a scripted source: every fetch waits until the test
@@ -81,11 +82,6 @@ class ScriptedSource {
     });
   }
 }
-
-/** Lets promise callbacks and immediates run. */
-const turns = async (n = 10): Promise<void> => {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-};
 
 /** A producer on a fresh scripted source whose first fetch answered `count` leases. */
 async function started(count: number, options: Partial<ProducerOptions> = {}): Promise<{ source: ScriptedSource; producer: RheoProducer<{ n: number }> }> {
