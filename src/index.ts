@@ -37,9 +37,9 @@ export type {
   WithLease,
 } from './producer/producer-options.js';
 export type { RenewSummary } from './producer/inflight-tracker.js';
-export type { BackoffOptions } from './producer/backoff.js';
-export { systemTimers } from './producer/timers.js';
-export type { Timers, ScheduledTimer } from './producer/timers.js';
+export type { BackoffOptions } from './runtime/backoff.js';
+export { systemTimers } from './runtime/timers.js';
+export type { Timers, ScheduledTimer } from './runtime/timers.js';
 export { createLeaseSink, LeaseSink } from './sinks/lease-sink.js';
 export type { LeaseSinkOptions, LeaseSinkTuning, LeaseHandler, LeaseHandlerContext } from './sinks/lease-sink.js';
 export { createBatchSink, BatchSink } from './sinks/batch-sink.js';
@@ -52,7 +52,7 @@ export type {
   SettleErrorInfo,
   SinkLeaseLostInfo,
   HandlerErrorInfo,
-} from './sinks/lease-outcome.js';
+} from './runtime/lease-outcome.js';
 export { createMapTransform, MapTransform } from './transforms/map-transform.js';
 export type { Mapped, MapTransformOptions } from './transforms/map-transform.js';
 export { createWindowTransform, WindowTransform } from './transforms/window-transform.js';
@@ -64,7 +64,7 @@ export type { RateLimitOptions } from './transforms/rate-limit.js';
 export { createBatchTransform, BatchTransform } from './transforms/batch-transform.js';
 export type { BatchTransformOptions } from './transforms/batch-transform.js';
 export type { LeaseReleaser } from './transforms/release-held.js';
-export type { FlushReason } from './transforms/batch-collector.js';
+export type { FlushReason } from './runtime/batch-collector.js';
 export { Consumer } from './consumer/consumer.js';
 export type { ConsumerSource } from './consumer/consumer.js';
 export type {

@@ -1,5 +1,5 @@
-import type { AppendOutcome, Backend, BackendCapabilities, GroupMembership, LeaseRef, MemberView, SettleOp, TransactionClient, TrimReport } from './core/backend.js';
-import { requireCapability } from './core/capabilities.js';
+import type { AppendOutcome, Backend, OwnershipStore, RetentionStore, BackendCapabilities, GroupMembership, LeaseRef, MemberView, SettleOp, TransactionClient, TrimReport } from './core/backend.js';
+import { capability, hasCapability, requireCapability } from './core/capabilities.js';
 import {
   assertDistinctPartitions,
   assertMemberId,
@@ -77,6 +77,7 @@ import type {
 import { assertName, assertString, describe, optionalInteger } from './core/validation.js';
 import { memoryBackend } from './backends/memory/memory-backend.js';
 import { RheoProducer } from './producer/rheo-producer.js';
+import type { RuntimeDefaults } from './runtime/sources.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
@@ -87,19 +88,8 @@ import type { PartitionConsumeOptions } from './consumer/partition-options.js';
 import { trackGroupReader } from './observability/same-group-warning.js';
 import { observePartitionConsumer } from './observability/partition-diagnostics.js';
 
-export interface RheoDefaults {
-  leaseMs: number;
-  maxAttempts: number;
-  maxDemand: number;
-  pollMs: number;
-  /**
-   * Byte budget of a `fetch`, `read`, `query` or `deadLetters` without its own `maxBytes`:
-   * the events' sizes (payload plus metadata, core/json-size.ts) add up to at
-   * most this, except that one event always comes back if any is there.
-   * Default 16 MiB.
-   */
-  maxFetchBytes: number;
-}
+/** The instance defaults (runtime/sources.ts). */
+export type RheoDefaults = RuntimeDefaults;
 
 export interface RheoOptions {
   /** Defaults to a fresh in-memory backend using `clock`. */
@@ -297,7 +287,7 @@ export class Rheo {
     const policy = normalizeRetention(retention);
     const scope = this.#scope('setRetention options', options);
     const backend = this.#retention('setRetention');
-    await this.#call(() => backend.setRetention!(stream, policy), scope, { action: `set retention of stream "${stream}"`, writes: true, stream });
+    await this.#call(() => backend.setRetention(stream, policy), scope, { action: `set retention of stream "${stream}"`, writes: true, stream });
   }
 
   /**
@@ -327,7 +317,7 @@ export class Rheo {
     assertConfirmed(options, `deleteGroup on stream "${stream}", group "${group}" deletes the group's progress and dead letters`, { stream, group });
     const scope = this.#scope('deleteGroup options', options);
     const backend = this.#retention('deleteGroup');
-    await this.#call(() => backend.deleteGroup!(stream, group), scope, { action: `delete group "${group}" of stream "${stream}"`, writes: true, stream, group });
+    await this.#call(() => backend.deleteGroup(stream, group), scope, { action: `delete group "${group}" of stream "${stream}"`, writes: true, stream, group });
   }
 
   /** Deletes a stream with its events and groups; the name can be created again. Requires `{ confirm: true }`. */
@@ -337,7 +327,7 @@ export class Rheo {
     assertConfirmed(options, `deleteStream on stream "${stream}" deletes its events and every group`, { stream });
     const scope = this.#scope('deleteStream options', options);
     const backend = this.#retention('deleteStream');
-    await this.#call(() => backend.deleteStream!(stream), scope, { action: `delete stream "${stream}"`, writes: true, stream });
+    await this.#call(() => backend.deleteStream(stream), scope, { action: `delete stream "${stream}"`, writes: true, stream });
   }
 
   async listStreams(options: CallOptions = {}): Promise<StreamInfo[]> {
@@ -802,7 +792,7 @@ export class Rheo {
     const request = heartbeatRequest(options);
     const backend = this.#ownership('heartbeat');
     const scope = this.#scope('heartbeat options', options);
-    return this.#call(() => backend.heartbeat!(stream, group, request), scope, { action: `heartbeat in group "${group}" of stream "${stream}"`, writes: true, stream, group });
+    return this.#call(() => backend.heartbeat(stream, group, request), scope, { action: `heartbeat in group "${group}" of stream "${stream}"`, writes: true, stream, group });
   }
 
   /** Ends the member's session and frees what it owns. Idempotent. */
@@ -813,7 +803,7 @@ export class Rheo {
     assertMemberId(memberId);
     const backend = this.#ownership('leaveGroup');
     const scope = this.#scope('leaveGroup options', options);
-    await this.#call(() => backend.leaveGroup!(stream, group, memberId), scope, { action: `leave group "${group}" of stream "${stream}"`, writes: true, stream, group });
+    await this.#call(() => backend.leaveGroup(stream, group, memberId), scope, { action: `leave group "${group}" of stream "${stream}"`, writes: true, stream, group });
   }
 
   /** Hands owned partitions back (normally revoking ones, after their last commit). One result per fence. */
@@ -822,7 +812,7 @@ export class Rheo {
     const backend = this.#ownership('releasePartitions');
     const scope = this.#scope('releasePartitions options', options);
     return this.#perItem('releasePartitions', scope, fences, (f) => ownershipFence(f, 'releasePartitions'), (valid) =>
-      backend.releasePartitions!(valid),
+      backend.releasePartitions(valid),
     );
   }
 
@@ -836,7 +826,7 @@ export class Rheo {
     const maxBytes = this.#maxBytes(options.maxBytes);
     const backend = this.#ownership('readOwned');
     const scope = this.#scope('readOwned options', options);
-    return (await this.#call(() => backend.readOwned!(f, after, limit, maxBytes), scope)) as RheoEvent<T>[];
+    return (await this.#call(() => backend.readOwned(f, after, limit, maxBytes), scope)) as RheoEvent<T>[];
   }
 
   /**
@@ -850,7 +840,7 @@ export class Rheo {
     const scope = this.#scope('commit options', options);
     return this.#perItem('commit', scope, ops, (op) => commitOp(op, 'commit'), (valid) => {
       assertDistinctPartitions(valid, 'commit');
-      return backend.commit!(valid);
+      return backend.commit(valid);
     });
   }
 
@@ -861,27 +851,25 @@ export class Rheo {
     assertName('group', group);
     const backend = this.#ownership('members');
     const scope = this.#scope('members options', options);
-    return this.#call(() => backend.members!(stream, group), scope, { action: `members of group "${group}" of stream "${stream}"`, writes: false, stream, group });
+    return this.#call(() => backend.members(stream, group), scope, { action: `members of group "${group}" of stream "${stream}"`, writes: false, stream, group });
   }
 
   // ---- internals ----------------------------------------------------------
 
-  #ownership(call: string): Backend {
-    requireCapability(this.backend, 'partitionOwnership', call);
-    return this.backend;
+  #ownership(call: string): OwnershipStore {
+    return capability(this.backend, 'partitionOwnership', call);
   }
 
   /** Retention and deletion (issue 14) are a capability: a backend without it answers `unsupported` and is never called. */
-  #retention(call: string): Backend {
-    requireCapability(this.backend, 'retention', call);
-    return this.backend;
+  #retention(call: string): RetentionStore {
+    return capability(this.backend, 'retention', call);
   }
 
   /** The group's membership when it is consumed by partition ownership (members or owners present). */
   async #membershipIfOwned(stream: string, group: string): Promise<GroupMembership | null> {
-    if (!this.backend.capabilities.partitionOwnership || !this.backend.members) return null;
+    if (!hasCapability(this.backend, 'partitionOwnership')) return null;
     const backend = this.backend;
-    const m = await this.#call(() => backend.members!(stream, group));
+    const m = await this.#call(() => backend.members(stream, group));
     return m.members.length > 0 || Object.values(m.owners).some((o) => o !== null) ? m : null;
   }
 

@@ -1,9 +1,9 @@
 import { invalidArgument } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
 import { assertInteger, assertName, assertPlainObject, assertString, describe, optionalInteger } from '../core/validation.js';
-import { resolveFetchBackoff, type BackoffOptions } from '../producer/backoff.js';
-import type { Timers } from '../producer/timers.js';
-import type { RheoDefaults } from '../rheo.js';
+import { resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
+import type { Timers } from '../runtime/timers.js';
+import type { RuntimeDefaults as RheoDefaults } from '../runtime/sources.js';
 import type { ConsumeOptions, ConsumerHandler } from './consumer-types.js';
 
 const MAX_LEASE_MS = 7 * 24 * 3600_000;

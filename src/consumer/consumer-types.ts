@@ -1,7 +1,7 @@
 import type { TransactionClient } from '../core/backend.js';
 import type { JsonValue, Lease, RheoEvent } from '../core/types.js';
-import type { BackoffOptions } from '../producer/backoff.js';
-import type { Timers } from '../producer/timers.js';
+import type { BackoffOptions } from '../runtime/backoff.js';
+import type { Timers } from '../runtime/timers.js';
 
 /** What a handler gets besides the event. */
 export interface HandlerContext<T = JsonValue> {

@@ -8,8 +8,8 @@ import { attachTelemetry, telemetryOf, type ProcessScope, type RheoTelemetry } f
 import { emittedLeaseInfo, leaseInfo, type ConsumerEventMap } from '../observability/lease-events.js';
 import type { ProducerSource } from '../producer/producer-options.js';
 import { RheoProducer } from '../producer/rheo-producer.js';
-import type { Timers } from '../producer/timers.js';
-import { isThenable, type LeaseOutcome, type LeaseSettler } from '../sinks/lease-outcome.js';
+import type { Timers } from '../runtime/timers.js';
+import { isThenable, type LeaseOutcome, type LeaseSettler } from '../runtime/lease-outcome.js';
 import { createLeaseSink, type LeaseSink } from '../sinks/lease-sink.js';
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
 import type { ConsumeOptions, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';

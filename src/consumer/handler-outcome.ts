@@ -1,4 +1,4 @@
-import { parseOutcome } from '../sinks/lease-outcome.js';
+import { parseOutcome } from '../runtime/lease-outcome.js';
 import type { HandlerErrorKind } from '../observability/lease-events.js';
 import { SettledInTransaction, type TransactionalSettlement } from './transactional-handler.js';
 

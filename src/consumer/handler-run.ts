@@ -1,8 +1,8 @@
 import type { RheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
-import type { ScheduledTimer, Timers } from '../producer/timers.js';
-import { LazyAbort } from '../sinks/lazy-abort.js';
-import { isThenable } from '../sinks/lease-outcome.js';
+import type { ScheduledTimer, Timers } from '../runtime/timers.js';
+import { LazyAbort } from '../runtime/lazy-abort.js';
+import { isThenable } from '../runtime/lease-outcome.js';
 import type { ConsumerHandler, HandlerContext, HandlerOutcome } from './consumer-types.js';
 import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
 

@@ -6,8 +6,8 @@ import { isRheoError } from '../core/errors.js';
 import type { JsonValue } from '../core/types.js';
 import { report } from '../observability/diagnostics.js';
 import type { MemberJoinEvent, RebalanceEvent } from '../observability/lease-events.js';
-import { backoffDelay } from '../producer/backoff.js';
-import { systemTimers, type ScheduledTimer, type Timers } from '../producer/timers.js';
+import { backoffDelay } from '../runtime/backoff.js';
+import { systemTimers, type ScheduledTimer, type Timers } from '../runtime/timers.js';
 import type { ConsumerState } from './consumer-types.js';
 import {
   resolvePartitionOptions,

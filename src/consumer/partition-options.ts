@@ -1,11 +1,9 @@
-import type { GroupMembership, MemberView, TransactionClient } from '../core/backend.js';
-import type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from '../core/ownership-arguments.js';
+import type { TransactionClient } from '../core/backend.js';
 import { invalidArgument } from '../core/errors.js';
-import type { GroupInfo, JsonValue, ReadOptions, RheoEvent, SettleResult } from '../core/types.js';
+import type { JsonValue, RheoEvent } from '../core/types.js';
 import { assertName, assertPlainObject, assertString, describe, optionalInteger } from '../core/validation.js';
-import type { Backend } from '../core/backend.js';
-import type { BackoffOptions } from '../producer/backoff.js';
-import type { Timers } from '../producer/timers.js';
+import type { BackoffOptions } from '../runtime/backoff.js';
+import type { Timers } from '../runtime/timers.js';
 import type { HandlerOutcome } from './consumer-types.js';
 
 const MAX_MS = 7 * 24 * 3600_000;
@@ -108,17 +106,8 @@ export interface PartitionConsumeOptions<T = JsonValue> {
 }
 
 /** What the partition consumer calls: the facade's ownership calls, never a concrete backend. */
-export interface PartitionSource {
-  readonly backend: Pick<Backend, 'waitForAppend' | 'capabilities' | 'name' | 'beginTransaction'>;
-  readonly defaults: { readonly pollMs: number };
-  heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView>;
-  leaveGroup(stream: string, group: string, memberId: string): Promise<void>;
-  releasePartitions(fences: OwnershipFenceInput[]): Promise<SettleResult[]>;
-  readOwned<U extends JsonValue = JsonValue>(fence: OwnershipFenceInput, options?: ReadOptions): Promise<RheoEvent<U>[]>;
-  commit(ops: CommitInput[]): Promise<SettleResult[]>;
-  groupInfo(stream: string, group: string): Promise<GroupInfo>;
-  members(stream: string, group: string): Promise<GroupMembership>;
-}
+/** What partition ownership needs from rheo (runtime/sources.ts). */
+export type { OwnershipSource as PartitionSource } from '../runtime/sources.js';
 
 export interface ResolvedPartitionOptions<T> {
   stream: string;

@@ -1,8 +1,8 @@
 import { isRheoError, type RheoError } from '../core/errors.js';
 import type { JsonValue, RheoEvent } from '../core/types.js';
-import { backoffDelay } from '../producer/backoff.js';
-import { sleep, type Timers } from '../producer/timers.js';
-import { isThenable } from '../sinks/lease-outcome.js';
+import { backoffDelay } from '../runtime/backoff.js';
+import { sleep, type Timers } from '../runtime/timers.js';
+import { isThenable } from '../runtime/lease-outcome.js';
 import type { Coalescer } from '../core/coalescer.js';
 import type { CommitInput } from '../core/ownership-arguments.js';
 import type { SettleResult } from '../core/types.js';

@@ -2,7 +2,7 @@ import type { Backend, CommitOp, SettleOp, TransactionClient } from '../core/bac
 import { RheoError, isRheoError } from '../core/errors.js';
 import { settleOp } from '../core/arguments.js';
 import type { JsonValue, Lease, RheoEvent } from '../core/types.js';
-import { parseOutcome } from '../sinks/lease-outcome.js';
+import { parseOutcome } from '../runtime/lease-outcome.js';
 import type { ConsumerHandler, HandlerContext, HandlerOutcome } from './consumer-types.js';
 import type { PartitionHandler, PartitionHandlerContext } from './partition-options.js';
 

@@ -1,5 +1,3 @@
-import type { RetentionPolicy } from './backend.js';
-import type { GroupMembership } from './backend.js';
 import type { RheoError } from './errors.js';
 
 /**
@@ -315,3 +313,26 @@ export type SettleRequest =
   | { kind: 'nack'; lease: Lease<unknown>; reason?: string | null; delayMs?: number }
   | { kind: 'reject'; lease: Lease<unknown>; reason?: string | null }
   | { kind: 'release'; lease: Lease<unknown> };
+
+// ----- Shared with the backend contract (core/backend-types.ts re-exports them) -----
+
+export interface RetentionPolicy {
+  /** Events older than this (by event timestamp) may be trimmed. */
+  maxAgeMs: number | null;
+  /** At most this many events are kept per partition. */
+  maxEvents: number | null;
+}
+
+export interface MemberInfo {
+  memberId: string;
+  expiresAt: Date;
+  partitions: number[];
+  revoking: number[];
+}
+
+export interface GroupMembership {
+  groupGeneration: number;
+  members: MemberInfo[];
+  /** Partition → owner member id, or `null` while unowned. */
+  owners: Record<number, string | null>;
+}

@@ -1,6 +1,6 @@
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
-import type { ScheduledTimer, Timers } from './timers.js';
+import type { ScheduledTimer, Timers } from '../runtime/timers.js';
 
 /** One renewal answer per lease, in order (the shape of `Rheo.renewMany`). */
 export type RenewManyFn<T> = (

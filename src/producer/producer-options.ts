@@ -9,14 +9,12 @@ import type {
   RetryEvent,
   SettleErrorEvent,
 } from '../observability/lease-events.js';
-import type { Rheo } from '../rheo.js';
-import type { BackoffOptions } from './backoff.js';
+import type { BackoffOptions } from '../runtime/backoff.js';
 import type { RenewSummary } from './inflight-tracker.js';
-import type { Timers } from './timers.js';
+import type { Timers } from '../runtime/timers.js';
 
-/** What a producer needs from rheo: the facade, never a concrete backend. */
-export type ProducerSource = Pick<Rheo, 'fetch' | 'renewMany' | 'settleMany' | 'backend' | 'defaults' | 'clock'> &
-  Partial<Pick<Rheo, 'logger'>>;
+/** What a producer needs from rheo (runtime/sources.ts): the facade, never a concrete backend. */
+export type { ProducerSource } from '../runtime/sources.js';
 
 export interface ProducerOptions {
   stream: string;

@@ -4,11 +4,11 @@ import type { Backend } from '../core/backend.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease, SettleRequest } from '../core/types.js';
 import { assertName, assertString, optionalInteger } from '../core/validation.js';
-import { backoffDelay, resolveFetchBackoff, type BackoffOptions } from './backoff.js';
+import { backoffDelay, resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
 import { InflightTracker } from './inflight-tracker.js';
 import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
-import { sleep, systemTimers, type Timers } from './timers.js';
+import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
 import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 

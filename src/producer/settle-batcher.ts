@@ -1,7 +1,7 @@
 import { RheoError } from '../core/errors.js';
 import type { SettleResult } from '../core/types.js';
-import type { SettleRequest } from '../rheo.js';
-import type { ScheduledTimer, Timers } from './timers.js';
+import type { SettleRequest } from '../core/types.js';
+import type { ScheduledTimer, Timers } from '../runtime/timers.js';
 
 /** The one facade call the batcher needs: mixed settles in one backend round trip. */
 export type SettleManyFn = (ops: SettleRequest[]) => Promise<SettleResult[]>;

@@ -5,7 +5,7 @@ import { requireCapability } from '../core/capabilities.js';
 import { RheoError, invalidArgument, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
-import { BatchCollector, type FlushReason } from '../transforms/batch-collector.js';
+import { BatchCollector, type FlushReason } from '../runtime/batch-collector.js';
 
 import {
   LostLeases,
@@ -16,11 +16,11 @@ import {
   type LeaseSettler,
   type Settlement,
   type SettlingStreamEvents,
-} from './lease-outcome.js';
-import type { Timers } from '../producer/timers.js';
+} from '../runtime/lease-outcome.js';
+import type { Timers } from '../runtime/timers.js';
 import type { RheoProducer } from '../producer/rheo-producer.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
-import { WorkQueue } from './work-queue.js';
+import { WorkQueue } from '../runtime/work-queue.js';
 import { telemetryOf, type RheoTelemetry } from '../observability/telemetry.js';
 import { chosenHandler } from './handler-option.js';
 

@@ -3,9 +3,9 @@ import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
-import { LazyAbort } from './lazy-abort.js';
+import { LazyAbort } from '../runtime/lazy-abort.js';
 import { chosenHandler } from './handler-option.js';
-import { WorkQueue } from './work-queue.js';
+import { WorkQueue } from '../runtime/work-queue.js';
 import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 
 import {
@@ -17,7 +17,7 @@ import {
   type LeaseSettler,
   type Settlement,
   type SettlingStreamEvents,
-} from './lease-outcome.js';
+} from '../runtime/lease-outcome.js';
 
 export interface LeaseHandlerContext {
   /** Aborted when the sink is destroyed or the producer loses this lease (renewal answered `stale_lease`). */

@@ -1,7 +1,7 @@
 import { Transform } from 'node:stream';
 import { invalidArgument } from '../core/errors.js';
-import { systemTimers, type Timers } from '../producer/timers.js';
-import { BatchCollector } from './batch-collector.js';
+import { systemTimers, type Timers } from '../runtime/timers.js';
+import { BatchCollector } from '../runtime/batch-collector.js';
 import { releaseHeld, type LeaseReleaser } from './release-held.js';
 
 export interface BatchTransformOptions {

@@ -8,7 +8,7 @@ import {
   thrownSettlement,
   type LeaseSettler,
   type SettlingStreamEvents,
-} from '../sinks/lease-outcome.js';
+} from '../runtime/lease-outcome.js';
 import type { Mapped } from './map-transform.js';
 
 export interface KeyOrderedTransformOptions<T extends JsonValue, R> {

@@ -8,7 +8,7 @@ import {
   thrownSettlement,
   type LeaseSettler,
   type SettlingStreamEvents,
-} from '../sinks/lease-outcome.js';
+} from '../runtime/lease-outcome.js';
 
 /** A lease travelling with the value computed from it; settle `lease` downstream. */
 export interface Mapped<T extends JsonValue, R> {

@@ -2,7 +2,7 @@ import { Transform } from 'node:stream';
 import { systemClock, type Clock } from '../core/clock.js';
 import { invalidArgument } from '../core/errors.js';
 import { optionalInteger } from '../core/validation.js';
-import { systemTimers, type ScheduledTimer, type Timers } from '../producer/timers.js';
+import { systemTimers, type ScheduledTimer, type Timers } from '../runtime/timers.js';
 import { releaseHeld, type LeaseReleaser } from './release-held.js';
 
 export interface RateLimitOptions {

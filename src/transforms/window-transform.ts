@@ -1,15 +1,15 @@
 import { Transform } from 'node:stream';
 import { RheoError, invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
-import type { Timers } from '../producer/timers.js';
+import type { Timers } from '../runtime/timers.js';
 import {
   settleLease,
   thrownSettlement,
   type LeaseSettler,
   type Settlement,
   type SettlingStreamEvents,
-} from '../sinks/lease-outcome.js';
-import { BatchCollector, type FlushReason } from './batch-collector.js';
+} from '../runtime/lease-outcome.js';
+import { BatchCollector, type FlushReason } from '../runtime/batch-collector.js';
 
 export interface WindowContext {
   signal: AbortSignal;

@@ -4,7 +4,7 @@ import type { Backend } from '../../src/core/backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { PartitionConsumer } from '../../src/consumer/partition-consumer.js';
 import type { PartitionConsumeOptions } from '../../src/consumer/partition-options.js';
-import { systemTimers, type Timers } from '../../src/producer/timers.js';
+import { systemTimers, type Timers } from '../../src/runtime/timers.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { backendFactories } from '../support/backends.js';
 import { makeRedisTestBackend, redisTarget } from '../support/redis.js';

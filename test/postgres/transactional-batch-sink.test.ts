@@ -4,7 +4,7 @@ import { createRheo, type Rheo } from '../../src/rheo.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { JsonValue } from '../../src/core/types.js';
 import { createBatchSink } from '../../src/sinks/batch-sink.js';
-import type { SinkLeaseLostInfo } from '../../src/sinks/lease-outcome.js';
+import type { SinkLeaseLostInfo } from '../../src/runtime/lease-outcome.js';
 import { makeTestBackend, sharedPool } from '../support/postgres.js';
 
 async function setup(clock?: ManualClock): Promise<{ rheo: Rheo; table: string }> {

@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
 import type { Lease } from '../../src/core/types.js';
 import { createBatchSink, type BatchContext } from '../../src/sinks/batch-sink.js';
-import type { SettleErrorInfo, SinkLeaseLostInfo } from '../../src/sinks/lease-outcome.js';
+import type { SettleErrorInfo, SinkLeaseLostInfo } from '../../src/runtime/lease-outcome.js';
 import { createLeaseSink } from '../../src/sinks/lease-sink.js';
 import { createMapTransform } from '../../src/transforms/map-transform.js';
 import { createRateLimit } from '../../src/transforms/rate-limit.js';

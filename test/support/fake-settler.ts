@@ -3,7 +3,7 @@ import type { Backend, CommitOp, OwnedTransaction, SettleOp, SettleOutcome } fro
 import { ManualClock } from '../../src/core/clock.js';
 import type { Lease } from '../../src/core/types.js';
 import type { RheoProducer } from '../../src/producer/rheo-producer.js';
-import type { LeaseSettler } from '../../src/sinks/lease-outcome.js';
+import type { LeaseSettler } from '../../src/runtime/lease-outcome.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
 
 /** What a sink's `producer` option takes, as a transactional batch sink needs it. */

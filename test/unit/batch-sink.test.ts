@@ -6,7 +6,7 @@ import { RheoError } from '../../src/core/errors.js';
 import type { Lease } from '../../src/core/types.js';
 import { attachTelemetry, type RheoTelemetry } from '../../src/observability/telemetry.js';
 import { createBatchSink, type BatchContext, type BatchErrorInfo, type BatchOutcome } from '../../src/sinks/batch-sink.js';
-import type { SettleErrorInfo, SinkLeaseLostInfo } from '../../src/sinks/lease-outcome.js';
+import type { SettleErrorInfo, SinkLeaseLostInfo } from '../../src/runtime/lease-outcome.js';
 import { FakeSettler, fakeLease, fakeTransactionalBackend, type FakeTransactionOptions } from '../support/fake-settler.js';
 import { until } from '../streams/support/wait.js';
 

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { RheoError } from '../../src/core/errors.js';
 import { chosenHandler } from '../../src/sinks/handler-option.js';
-import { LazyAbort } from '../../src/sinks/lazy-abort.js';
+import { LazyAbort } from '../../src/runtime/lazy-abort.js';
 import {
   LostLeases,
   isThenable,
@@ -12,7 +12,7 @@ import {
   thrownSettlement,
   type SettleErrorInfo,
   type SinkLeaseLostInfo,
-} from '../../src/sinks/lease-outcome.js';
+} from '../../src/runtime/lease-outcome.js';
 import { FakeSettler, fakeLease } from '../support/fake-settler.js';
 
 const EXPECTED = "expected nothing, 'ack', { retry: reason, delayMs? } or { reject: reason }";

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { RheoError } from '../../src/core/errors.js';
 import type { Lease } from '../../src/core/types.js';
 import { attachTelemetry, type RheoTelemetry } from '../../src/observability/telemetry.js';
-import type { HandlerErrorInfo, LeaseOutcome } from '../../src/sinks/lease-outcome.js';
+import type { HandlerErrorInfo, LeaseOutcome } from '../../src/runtime/lease-outcome.js';
 import { createLeaseSink } from '../../src/sinks/lease-sink.js';
 import { FakeSettler, fakeLease } from '../support/fake-settler.js';
 import { until } from '../streams/support/wait.js';

@@ -6,7 +6,7 @@ import { RheoError } from '../../src/core/errors.js';
 import type { FetchOptions, Lease, SettleRequest, SettleResult } from '../../src/core/types.js';
 import type { ProducerOptions, ProducerSource } from '../../src/producer/producer-options.js';
 import { RheoProducer } from '../../src/producer/rheo-producer.js';
-import { sleep, systemTimers } from '../../src/producer/timers.js';
+import { sleep, systemTimers } from '../../src/runtime/timers.js';
 import { fakeLease } from '../support/fake-settler.js';
 import { thrown } from '../support/thrown.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';

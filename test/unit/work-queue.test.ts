@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WorkQueue } from '../../src/sinks/work-queue.js';
+import { WorkQueue } from '../../src/runtime/work-queue.js';
 
 const item = (n: number): { n: number } => ({ n });
 

@@ -1,5 +1,5 @@
 import type { ManualClock } from '../../../src/core/clock.js';
-import type { ScheduledTimer, Timers } from '../../../src/producer/timers.js';
+import type { ScheduledTimer, Timers } from '../../../src/runtime/timers.js';
 
 interface Pending {
   at: number;

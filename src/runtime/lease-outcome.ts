@@ -2,7 +2,8 @@ import type { EventEmitter } from 'node:events';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { describe } from '../core/validation.js';
-import type { RheoProducer } from '../producer/rheo-producer.js';
+import type { Timers } from './timers.js';
+import type { LeaseLostEvent } from '../observability/lease-events.js';
 
 /**
  * What a handler returns for one lease: nothing or `'ack'` acks;
@@ -19,11 +20,22 @@ export type Settlement =
   | { kind: 'reject'; reason: string }
   | { kind: 'release' };
 
-/** What sinks and settling transforms need from a producer. */
-export type LeaseSettler<T extends JsonValue = JsonValue> = Pick<
-  RheoProducer<T>,
-  'ack' | 'nack' | 'reject' | 'release' | 'holds' | 'timers' | 'on' | 'off'
->;
+/**
+ * What sinks and settling transforms need from a producer: settle a lease
+ * (which confirms it), ask whether it is still held, share its timers, and
+ * hear of leases it lost. `RheoProducer` implements it; declared here so the
+ * stages stand on the runtime, not on the producer.
+ */
+export interface LeaseSettler<T extends JsonValue = JsonValue> {
+  ack(lease: Lease<T>): Promise<void>;
+  nack(lease: Lease<T>, reason?: string | null, options?: { delayMs?: number }): Promise<void>;
+  reject(lease: Lease<T>, reason?: string | null): Promise<void>;
+  release(lease: Lease<T>): Promise<void>;
+  holds(leaseId: string): boolean;
+  readonly timers: Timers;
+  on(event: 'lease-lost', listener: (info: LeaseLostEvent & { readonly lease: Lease<T> }) => void): unknown;
+  off(event: 'lease-lost', listener: (info: LeaseLostEvent & { readonly lease: Lease<T> }) => void): unknown;
+}
 
 export interface SettleErrorInfo<T> {
   lease: Lease<T>;

@@ -1,5 +1,5 @@
 import { RheoError } from '../core/errors.js';
-import type { ScheduledTimer, Timers } from '../producer/timers.js';
+import type { ScheduledTimer, Timers } from './timers.js';
 
 export type FlushReason = 'size' | 'time' | 'end';
 
