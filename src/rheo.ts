@@ -77,7 +77,7 @@ import type {
 import { assertName, assertString, describe, optionalInteger } from './core/validation.js';
 import { memoryBackend } from './backends/memory/memory-backend.js';
 import { RheoProducer } from './producer/rheo-producer.js';
-import type { RuntimeDefaults } from './runtime/sources.js';
+import type { RheoDefaults } from './runtime/sources.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
@@ -88,8 +88,7 @@ import type { PartitionConsumeOptions } from './consumer/partition-options.js';
 import { trackGroupReader } from './observability/same-group-warning.js';
 import { observePartitionConsumer } from './observability/partition-diagnostics.js';
 
-/** The instance defaults (runtime/sources.ts). */
-export type RheoDefaults = RuntimeDefaults;
+export type { RheoDefaults } from './runtime/sources.js';
 
 export interface RheoOptions {
   /** Defaults to a fresh in-memory backend using `clock`. */

@@ -36,8 +36,8 @@ import type { RheoError } from '../core/errors.js';
  * nothing again.
  */
 
-/** The instance defaults every runtime part resolves its options against. */
-export interface RuntimeDefaults {
+/** The instance defaults (`rheo.defaults`) every runtime part resolves its options against. */
+export interface RheoDefaults {
   leaseMs: number;
   maxAttempts: number;
   maxDemand: number;
@@ -51,6 +51,9 @@ export interface RuntimeDefaults {
   maxFetchBytes: number;
 }
 
+/** The runtime's name for `RheoDefaults`. */
+export type RuntimeDefaults = RheoDefaults;
+
 /**
  * What competing consumption needs: claim, renew and settle per-event
  * leases, and hear of appends. Requests are normalised (`FetchRequest`,
@@ -58,7 +61,7 @@ export interface RuntimeDefaults {
  * under the instance's lifecycle (`closed` once rheo is closed).
  */
 export interface LeaseSource {
-  readonly defaults: Readonly<RuntimeDefaults>;
+  readonly defaults: Readonly<RheoDefaults>;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly capabilities: Readonly<BackendCapabilities>;
@@ -76,7 +79,7 @@ export interface LeaseSource {
  * producer moves onto `LeaseSource`; tests drive the producer through it.
  */
 export interface ProducerSource {
-  readonly defaults: Readonly<RuntimeDefaults>;
+  readonly defaults: Readonly<RheoDefaults>;
   readonly clock: Clock;
   readonly logger?: Logger;
   readonly backend: Backend;
