@@ -513,7 +513,7 @@ export class PostgresBackend implements Backend {
     this.#listener.wake(stream);
   }
 
-  // ---- partition ownership (DESIGN.md §7; ownership.ts) -------------------
+  // ---- partition ownership (docs/design.md#two-ways-to-consume-a-group; ownership.ts) ----
 
   async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
     await this.#ensureSchema();
