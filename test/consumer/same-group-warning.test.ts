@@ -1,4 +1,5 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
+import pgModule from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { ManualClock } from '../../src/core/clock.js';
@@ -41,6 +42,7 @@ async function warningsDuring(fn: () => Promise<void> | void): Promise<RheoWarni
 }
 
 const handler = (): void => {};
+const PgPool = pgModule.Pool;
 
 /** A pino-shaped logger that keeps its warns. */
 function warnLogger(): Logger & { warns: Array<{ fields: LogFields; message: string }> } {
@@ -174,6 +176,23 @@ describe('consumer and producer of one group in one process', () => {
       expect(await meet(pg('postgres://u@127.0.0.1:5433/one', 'a'), pg('postgres://u@127.0.0.1:5433/one', 'b'), 'key-p3')).toBe(false);
       // Another user or pool on the same database and schema is the same store.
       expect(await meet(pg('postgres://u@127.0.0.1:5433/one'), pg('postgres://v:secret@127.0.0.1:5433/one'), 'key-p4')).toBe(true);
+    });
+
+    it('names a lent pool by what it connects to', async () => {
+      const pools = [
+        new PgPool({ host: '127.0.0.1', port: 5433, database: 'one' }),
+        new PgPool({ connectionString: 'postgres://w@127.0.0.1:5433/one' }),
+        new PgPool({ host: '127.0.0.1', port: 5433, database: 'two' }),
+      ];
+      try {
+        const lent = pools.map((pool) => postgresBackend({ pool }));
+        backends.push(...lent);
+        expect(await meet(lent[0]!, lent[1]!, 'key-l1')).toBe(true);
+        expect(await meet(lent[0]!, lent[2]!, 'key-l2')).toBe(false);
+        expect(await meet(lent[2]!, pg('postgres://u@127.0.0.1:5433/two'), 'key-l3')).toBe(true);
+      } finally {
+        await Promise.all(pools.map((pool) => pool.end()));
+      }
     });
 
     it('never mixes a Redis store with a PostgreSQL one', async () => {
