@@ -195,6 +195,14 @@ describe('consumer and producer of one group in one process', () => {
       }
     });
 
+    it('builds a backend from a connection it cannot parse, as before, and keys it by the text given', async () => {
+      const odd = redisBackend({ nodes: ['not a host:x'] });
+      const escaped = postgresBackend({ connectionString: 'postgres://u@127.0.0.1:5433/%zz' });
+      backends.push(odd, escaped);
+      expect(odd.storeId).toBe('redis-cluster://not a host:x#rheo');
+      expect(escaped.storeId).toBe('postgres:postgres://u@127.0.0.1:5433/%zz#rheo');
+    });
+
     it('never mixes a Redis store with a PostgreSQL one', async () => {
       expect(await meet(redis('redis://127.0.0.1:6390'), pg('postgres://u@127.0.0.1:6390/rheo'), 'key-x')).toBe(false);
     });

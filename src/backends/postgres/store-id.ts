@@ -22,10 +22,14 @@ export function postgresStoreId(config: pg.ClientConfig, schema: string): string
     } catch {
       return `postgres:${config.connectionString}#${schema}`;
     }
-    host = decodeURIComponent(url.hostname) || url.searchParams.get('host') || host;
-    port = url.port || url.searchParams.get('port') || port;
-    database = decodeURIComponent(url.pathname.slice(1)) || url.searchParams.get('dbname') || database;
-    user = decodeURIComponent(url.username) || url.searchParams.get('user') || user;
+    try {
+      host = decodeURIComponent(url.hostname) || url.searchParams.get('host') || host;
+      port = url.port || url.searchParams.get('port') || port;
+      database = decodeURIComponent(url.pathname.slice(1)) || url.searchParams.get('dbname') || database;
+      user = decodeURIComponent(url.username) || url.searchParams.get('user') || user;
+    } catch {
+      return `postgres:${config.connectionString}#${schema}`; // a malformed %-escape: kept whole
+    }
   }
   const where = database === '' ? `user:${user}` : database;
   return `postgres://${host}:${port}/${where}#${schema}`;

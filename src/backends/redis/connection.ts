@@ -76,13 +76,14 @@ let borrowedCount = 0;
  */
 export function redisStoreId(connection: RedisConnection, prefix: string): string {
   if (connection.url !== undefined) {
-    const u = new URL(connection.url);
+    const u = parsedUrl(connection.url);
+    if (!u) return `redis:${connection.url}#${prefix}`;
     return `redis://${u.hostname}:${u.port || '6379'}/${u.pathname.slice(1) || '0'}#${prefix}`;
   }
   if (connection.nodes !== undefined) {
     const nodes = connection.nodes.map((node) => {
-      const { host, port } = parseNode(node);
-      return `${host}:${port}`;
+      const u = parsedUrl(node.includes('://') ? node : `redis://${node}`);
+      return u ? `${u.hostname}:${u.port || '6379'}` : node;
     });
     return `redis-cluster://${[...new Set(nodes)].sort().join(',')}#${prefix}`;
   }
@@ -106,6 +107,15 @@ export function redisStoreId(connection: RedisConnection, prefix: string): strin
     borrowedClients.set(connection.client, id);
   }
   return `redis-client#${id}#${prefix}`;
+}
+
+/** A URL, or null for a string that is none (the first use of the client then reports it). */
+function parsedUrl(text: string): URL | null {
+  try {
+    return new URL(text);
+  } catch {
+    return null;
+  }
 }
 
 export async function createClient(connection: RedisConnection): Promise<{ client: RedisClientLike; cluster: boolean }> {
