@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { duplicatedModules, unexportedDeclarations, valueExportsOf } from './package-test/bundle-checks.js';
 import { entryCheckScript } from './package-test/entry-check.js';
-import { namedBlock, readmeBlocks, toCommonJs } from './package-test/readme-blocks.js';
+import { docBlocks, docFiles, namedBlock, toCommonJs } from './package-test/readme-blocks.js';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.js';
 
 /**
@@ -16,12 +16,12 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-post
  * checkout), and from there:
  *  1. checks the built files: every source module in one output per module
  *     system, and every type the declarations use exported;
- *  2. runs the README's PostgreSQL block verbatim as ESM, and its CommonJS
+ *  2. runs the PostgreSQL block of docs/backends/postgres.md verbatim as ESM, and its CommonJS
  *     equivalent, against a throwaway PostgreSQL;
  *  3. loads every runtime export with `import` and with `require`, checks that
  *     `rheo` and `rheo/postgres` share one implementation (errors keep their
  *     class and code across them) and runs `createBatchSink` in both;
- *  4. type-checks every ```ts block of the README (see readme-blocks.ts for
+ *  4. type-checks every ```ts block of the README and docs/ (see readme-blocks.ts for
  *     the rules) and a CommonJS consumer in a strict TypeScript project.
  * Build, pack and install failures end the run; after that every check runs
  * and the exit code is non-zero if any failed. `--keep` leaves the scratch
@@ -128,7 +128,7 @@ function expectedRuntimeExports(manifest: PackageJson): Record<string, string[]>
 
 async function main(): Promise<void> {
   const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as PackageJson;
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const docs = docFiles(ROOT);
   const scratch = mkdtempSync(join(tmpdir(), 'rheo-package-'));
   const project = join(scratch, 'project');
   let server: ThrowawayPostgres | null = null;
@@ -160,14 +160,14 @@ async function main(): Promise<void> {
     const pgUrl = server.url.bind(server);
     await createDatabases(server, ['readme_esm', 'readme_cjs', 'entries_esm', 'entries_cjs', 'cli']);
 
-    const postgresBlock = namedBlock(readme, 'postgres').code;
+    const postgresBlock = namedBlock(docs, 'postgres').code;
     writeFileSync(join(project, 'readme-postgres.mjs'), postgresBlock);
     writeFileSync(join(project, 'readme-postgres.cjs'), toCommonJs(postgresBlock));
     for (const [file, database] of [
       ['readme-postgres.mjs', 'readme_esm'],
       ['readme-postgres.cjs', 'readme_cjs'],
     ] as const) {
-      await step(`README PostgreSQL block runs as ${file}`, async () => {
+      await step(`docs/backends/postgres.md PostgreSQL block runs as ${file}`, async () => {
         run(userNode, nodeArgs(file), { cwd: project, env: { ...process.env, DATABASE_URL: pgUrl(database) } });
         const tables = await migratedTables(pgUrl(database), 'rheo');
         return tables > 0 ? [] : [`it exited 0 but schema "rheo" in ${database} has no tables`];
@@ -192,10 +192,12 @@ async function main(): Promise<void> {
       });
     }
 
-    const blocks = readmeBlocks(readme).filter((block) => !block.skipped);
-    await step(`${blocks.length} README blocks and a CommonJS consumer type-check (strict, nodenext, skipLibCheck false, lib ESNext)`, () => {
+    const blocks = docBlocks(docs).filter((block) => !block.skipped);
+    await step(`${blocks.length} blocks of the README and docs/ and a CommonJS consumer type-check (strict, nodenext, skipLibCheck false, lib ESNext)`, () => {
       mkdirSync(join(project, 'readme'));
-      for (const block of blocks) writeFileSync(join(project, 'readme', `line-${block.line}.ts`), block.code);
+      for (const block of blocks) {
+        writeFileSync(join(project, 'readme', `${block.file.replaceAll(/[^\w]+/g, '-')}-line-${block.line}.ts`), block.code);
+      }
       writeFileSync(join(project, 'consumer.cts'), COMMONJS_CONSUMER);
       writeFileSync(join(project, 'tsconfig.json'), JSON.stringify(STRICT_TSCONFIG, null, 2));
       run(process.execPath, [join(project, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: project });

@@ -107,7 +107,7 @@ export interface RheoOptions {
    */
   logger?: Logger;
   /**
-   * OpenTelemetry spans and metrics (README, "Observability") when
+   * OpenTelemetry spans and metrics (docs/observability.md) when
    * `@opentelemetry/api` is installed; providers registered with the API are
    * used. `false` keeps this instance from loading or reporting anything.
    * Default `true`.
@@ -525,7 +525,7 @@ export class Rheo {
    * at once (options are validated synchronously); `consumer.stop()` drains.
    *
    * With `assignment: 'partitions'` the process joins the group as a member
-   * of partition ownership instead (Kafka's model, DESIGN.md §7): it owns a
+   * of partition ownership instead (Kafka's model, docs/design.md#two-ways-to-consume-a-group): it owns a
    * share of the partitions, handles each in sequence order and commits once
    * per batch; the returned `PartitionConsumer` leaves the group on `stop()`.
    */
@@ -774,7 +774,7 @@ export class Rheo {
     });
   }
 
-  // ---- partition ownership (DESIGN.md §7) ---------------------------------
+  // ---- partition ownership (docs/design.md#two-ways-to-consume-a-group) ----
 
   /**
    * Joins (first call) or keeps a member in the group and returns what it

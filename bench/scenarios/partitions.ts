@@ -34,7 +34,7 @@ export const PARTITION_CASES = {
 } as const;
 
 /**
- * Scenario 7: draining a partitioned backlog by ownership (DESIGN.md §7) on
+ * Scenario 7: draining a partitioned backlog by ownership (docs/design.md#two-ways-to-consume-a-group) on
  * PostgreSQL, next to the hand-written ceiling of the same model measured
  * on the same server: per partition, read the next `BATCH` events in
  * sequence order and UPDATE a cursor row, one loop per partition in

@@ -1,6 +1,9 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
 /**
- * The README's code as the package test uses it. Rules (also stated in the
- * README's "Set up" section):
+ * The code of the README and of the guides under docs/ as the tests use it.
+ * Rules (also stated in docs/getting-started.md, "Set up a checkout"):
  * - every ```ts block is type-checked as its own ES module file, verbatim;
  * - a block preceded by `<!-- package-test: skip -->` is not (a fragment that
  *   cannot stand alone; prefer making the block real);
@@ -31,10 +34,41 @@ export function readmeBlocks(readme: string): ReadmeBlock[] {
   return blocks;
 }
 
-export function namedBlock(readme: string, name: string): ReadmeBlock {
-  const block = readmeBlocks(readme).find((b) => b.name === name);
-  if (!block) throw new Error(`README.md has no \`\`\`ts block after a <!-- ${name}: run by ... --> marker`);
-  return block;
+/** One Markdown file of the documentation: its path from the root, and its text. */
+export interface DocFile {
+  path: string;
+  text: string;
+}
+
+/** README.md and every `.md` under docs/ (the generated docs/api/ left out), in a stable order. */
+export function docFiles(root: string): DocFile[] {
+  const paths = ['README.md'];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        if (relative(root, path) !== join('docs', 'api')) walk(path);
+      } else if (entry.name.endsWith('.md')) {
+        paths.push(relative(root, path));
+      }
+    }
+  };
+  walk(join(root, 'docs'));
+  return paths.map((path) => ({ path, text: readFileSync(join(root, path), 'utf8') }));
+}
+
+/** Every ```ts block of the documentation, with the file it is in. */
+export function docBlocks(files: DocFile[]): Array<ReadmeBlock & { file: string }> {
+  return files.flatMap((file) => readmeBlocks(file.text).map((block) => ({ ...block, file: file.path })));
+}
+
+/** The one block named `name` (by a `<!-- NAME: run by ... -->` marker) anywhere in the documentation. */
+export function namedBlock(files: DocFile[], name: string): ReadmeBlock & { file: string } {
+  const found = docBlocks(files).filter((b) => b.name === name);
+  if (found.length !== 1) {
+    throw new Error(`the documentation has ${found.length} \`\`\`ts blocks after a <!-- ${name}: run by ... --> marker, not one`);
+  }
+  return found[0]!;
 }
 
 /**
@@ -42,7 +76,7 @@ export function namedBlock(readme: string, name: string): ReadmeBlock {
  * destructured `require`, and the rest runs inside an async function (CommonJS
  * has no top-level await) whose failure sets a non-zero exit code. Anything
  * else (default or namespace imports, `import type`) is refused rather than
- * guessed, so a README change that needs a new rule fails loudly.
+ * guessed, so a documentation change that needs a new rule fails loudly.
  */
 export function toCommonJs(code: string): string {
   const requires: string[] = [];

@@ -60,7 +60,7 @@ export interface PartitionConsumerStats {
 
 /**
  * `rheo.consume({ assignment: 'partitions' })`: a member of the group's
- * partition ownership (DESIGN.md §7). A heartbeat on a timer keeps its
+ * partition ownership (docs/design.md#two-ways-to-consume-a-group). A heartbeat on a timer keeps its
  * session and learns its share; one `PartitionWorker` per owned partition
  * reads in sequence order and commits once per batch. A revoked partition
  * stops reading, gets half the rebalance timeout to finish, commits, and is

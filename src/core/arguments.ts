@@ -194,8 +194,10 @@ export const MAX_REASON_LENGTH = 4000;
 
 /**
  * A nack/reject reason is a diagnostic and never makes a settle fail
- * (DESIGN.md §6): an Error gives its message, anything else its `String()`
- * (or a description when that throws); U+0000 and lone surrogates, which
+ * (docs/design.md, "Invariants"): an Error gives its message; a plain object
+ * or an array is stored as its JSON text (its `String()` would be the
+ * useless "[object Object]"), anything else as its `String()` (either falls
+ * back to a description when it throws); U+0000 and lone surrogates, which
  * PostgreSQL cannot store, become U+FFFD on every backend alike; a reason
  * longer than `MAX_REASON_LENGTH` is cut there (never inside a surrogate pair).
  */
@@ -206,7 +208,8 @@ export function normalizeReason(reason: unknown): string | null {
     text = reason;
   } else {
     try {
-      const value: unknown = reason instanceof Error ? reason.message || reason.name : String(reason);
+      const value: unknown =
+        reason instanceof Error ? reason.message || reason.name : isStructured(reason) ? JSON.stringify(reason) : String(reason);
       text = typeof value === 'string' ? value : safeDescribe(reason);
     } catch {
       text = safeDescribe(reason);
@@ -217,6 +220,14 @@ export function normalizeReason(reason: unknown): string | null {
     text = text.slice(0, last >= 0xd800 && last <= 0xdbff ? MAX_REASON_LENGTH - 1 : MAX_REASON_LENGTH);
   }
   return text.replaceAll('\u0000', '\ufffd').toWellFormed();
+}
+
+/** An array, or an object with no `toString` of its own kind (plain or null-prototype): data, so JSON shows it. */
+function isStructured(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return true;
+  const { toString } = value as { toString?: unknown };
+  return toString === undefined || toString === Object.prototype.toString;
 }
 
 function safeDescribe(value: unknown): string {

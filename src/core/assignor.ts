@@ -1,6 +1,6 @@
 /**
  * The sticky partition assignor every backend runs inside its atomic
- * heartbeat step (DESIGN.md §7). Pure and deterministic: the same input gives
+ * heartbeat step (docs/design.md#two-ways-to-consume-a-group). Pure and deterministic: the same input gives
  * the same output on every backend and in every process.
  *
  * - Balanced: member counts differ by at most one.

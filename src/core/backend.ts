@@ -58,6 +58,15 @@ export interface StoreBase {
 
   readonly capabilities: BackendCapabilities;
 
+  /**
+   * Names the data this backend reaches, for a shared store: two backend
+   * objects with one `storeId` read and write the same streams and groups
+   * (PostgreSQL: server, database and schema; Redis: server or cluster
+   * nodes, database and key prefix). Absent for a process-local store, which
+   * only its own object reaches.
+   */
+  readonly storeId?: string;
+
   /** Idempotent; safe when several processes race. Memory: no-op. */
   migrate(): Promise<void>;
 

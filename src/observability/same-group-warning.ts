@@ -39,15 +39,14 @@ const memoryStores = new WeakMap<Backend, number>();
 let memoryStoreCount = 0;
 
 /**
- * A key for the store a backend reaches: a shared store (`distributed`) by
- * backend name and schema, so two instances on one database count as one;
- * a process-local store by the backend object itself.
+ * A key for the store a backend reaches: a shared store by its `storeId`
+ * (PostgreSQL: server, database and schema; Redis: server or cluster, database
+ * and prefix), so two instances on one store count as one and instances on
+ * different stores never meet; a store without one (memory, process-local) by
+ * the backend object itself.
  */
 function storeKey(backend: Backend): string {
-  if (backend.capabilities.distributed) {
-    const schema = (backend as { schema?: unknown }).schema;
-    return `${backend.name}:${typeof schema === 'string' ? schema : ''}`;
-  }
+  if (typeof backend.storeId === 'string') return `${backend.name}\u0000${backend.storeId}`;
   let id = memoryStores.get(backend);
   if (id === undefined) {
     id = ++memoryStoreCount;

@@ -43,7 +43,7 @@ export interface Finish<R> {
 
 /**
  * OpenTelemetry spans and metrics for one `Rheo`, following the messaging
- * semantic conventions (see README, "Observability"). Created only when the
+ * semantic conventions (see docs/observability.md). Created only when the
  * API loaded; every span is started only to be ended in the same call path,
  * and nothing is recorded while no provider is registered (the API's no-op
  * tracer and meter).

@@ -16,7 +16,7 @@ const COLUMNS: Array<[string, (r: ScenarioResult) => string]> = [
   ['result', (r) => (r.passed ? 'pass' : r.drained ? 'FAIL' : 'FAIL (stalled)')],
 ];
 
-/** The results as one Markdown table (it reads as well in a terminal as in the README). */
+/** The results as one Markdown table (it reads as well in a terminal as in docs/guarantees.md). */
 export function formatTable(results: ScenarioResult[]): string {
   return markdownTable(COLUMNS, results);
 }

@@ -14,7 +14,7 @@ afterAll(async () => {
 });
 
 /**
- * The README promises that a role with USAGE on the schema and SELECT on its
+ * The operations guide (docs/operations.md) promises that a role with USAGE on the schema and SELECT on its
  * tables can run every inspection command: this role has exactly that.
  */
 describe('rheo CLI with a read-only role', () => {

@@ -63,7 +63,7 @@ async function nothingWritten(rheo: Rheo): Promise<void> {
 }
 
 /**
- * DESIGN.md §6 and §10: the same input gets the same answer on every
+ * docs/design.md#invariants and #targets: the same input gets the same answer on every
  * backend, bad input is `invalid_argument`, and a failed call writes nothing.
  * The facade refuses these before any backend sees them; before, memory
  * accepted what PostgreSQL refused, PostgreSQL changed what memory kept, and

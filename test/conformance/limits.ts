@@ -27,7 +27,7 @@ function totalBytes(leases: Lease[]): number {
 }
 
 /**
- * Size limits and byte budgets (DESIGN.md §6: every event has a maximum size,
+ * Size limits and byte budgets (docs/design.md#invariants: every event has a maximum size,
  * checked at append; every fetch is bounded by bytes as well as by count).
  * Budgets are proven with small configured limits: the rule is the same for
  * 100 bytes as for 100 MB.

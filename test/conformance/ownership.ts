@@ -20,7 +20,7 @@ async function beat(rheo: Rheo, memberId: string): Promise<MemberView> {
 }
 
 /**
- * Partition ownership (DESIGN.md §7) through the backend contract: every
+ * Partition ownership (docs/design.md#two-ways-to-consume-a-group) through the backend contract: every
  * backend with the `partitionOwnership` capability runs every case; none is
  * skipped for memory or PostgreSQL.
  */

@@ -1,22 +1,15 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { docBlock } from '../support/doc-blocks.js';
 import { waitFor } from './harness.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-/** A README snippet marked `<!-- name: run by ... -->`, verbatim, with `'rheo'` pointed at the sources. */
-function snippet(name: string): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const at = readme.indexOf(`<!-- ${name}: run by test/consumer/readme.test.ts -->`);
-  if (at < 0) throw new Error(`README.md lost its ${name} marker`);
-  const match = /```ts\n([\s\S]*?)```/.exec(readme.slice(at));
-  if (!match) throw new Error(`no ts block after the ${name} marker`);
-  const entry = pathToFileURL(join(ROOT, 'src/index.ts')).href;
-  return match[1]!.replaceAll("from 'rheo'", `from '${entry}'`);
-}
+/** A documentation snippet marked `<!-- name: run by test/consumer/readme.test.ts -->`, verbatim. */
+const snippet = (name: string): string => docBlock(name, 'test/consumer/readme.test.ts');
 
 describe('README quick start', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rheo-readme-'));
@@ -43,7 +36,7 @@ describe('README quick start', () => {
   });
 });
 
-describe('README partition ownership', () => {
+describe('docs/consuming.md partition ownership', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rheo-readme-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -64,7 +57,7 @@ describe('README partition ownership', () => {
   });
 });
 
-describe('README pipeline', () => {
+describe('docs/pipelines.md pipeline', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rheo-readme-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -1,9 +1,13 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
+import pgModule from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { LogFields, Logger } from '../../src/core/logger.js';
-import { WARNING_CHANNEL, type RheoWarning } from '../../src/observability/same-group-warning.js';
+import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
+import { redisBackend } from '../../src/backends/redis/redis-backend.js';
+import type { Backend } from '../../src/core/backend.js';
+import { trackGroupReader, WARNING_CHANNEL, type RheoWarning } from '../../src/observability/same-group-warning.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 
 /*
@@ -38,6 +42,7 @@ async function warningsDuring(fn: () => Promise<void> | void): Promise<RheoWarni
 }
 
 const handler = (): void => {};
+const PgPool = pgModule.Pool;
 
 /** A pino-shaped logger that keeps its warns. */
 function warnLogger(): Logger & { warns: Array<{ fields: LogFields; message: string }> } {
@@ -128,5 +133,78 @@ describe('consumer and producer of one group in one process', () => {
     ];
     expect(logger.warns).toEqual(expected);
     expect(otherLogger.warns).toEqual(expected);
+  });
+
+  describe('keys shared stores by the store they reach, not by a schema alone', () => {
+    // Built but never used: neither opens a connection before its first call.
+    const backends: Backend[] = [];
+    afterEach(async () => {
+      for (const backend of backends.splice(0)) await backend.close();
+    });
+    function pg(connectionString: string, schema = 'rheo'): Backend {
+      const backend = postgresBackend({ connectionString }, { schema });
+      backends.push(backend);
+      return backend;
+    }
+    function redis(url: string, prefix = 'rheo'): Backend {
+      const backend = redisBackend({ url }, { prefix });
+      backends.push(backend);
+      return backend;
+    }
+    /** Whether a producer on `a` and a consumer on `b` of one group warn. */
+    async function meet(a: Backend, b: Backend, stream: string): Promise<boolean> {
+      const untrack: Array<() => void> = [];
+      const warnings = await warningsDuring(() => {
+        untrack.push(trackGroupReader(a, stream, 'g', 'producer'));
+        untrack.push(trackGroupReader(b, stream, 'g', 'consumer'));
+      });
+      for (const stop of untrack) stop();
+      return warnings.length > 0;
+    }
+
+    it('does not mix Redis stores on other servers, databases or prefixes', async () => {
+      expect(await meet(redis('redis://127.0.0.1:6390'), redis('redis://127.0.0.1:6391'), 'key-r1')).toBe(false);
+      expect(await meet(redis('redis://127.0.0.1:6390/1'), redis('redis://127.0.0.1:6390/2'), 'key-r2')).toBe(false);
+      expect(await meet(redis('redis://127.0.0.1:6390', 'a'), redis('redis://127.0.0.1:6390', 'b'), 'key-r3')).toBe(false);
+      // Two backend objects on one server, database and prefix are one store.
+      expect(await meet(redis('redis://127.0.0.1:6390'), redis('redis://127.0.0.1:6390/0'), 'key-r4')).toBe(true);
+    });
+
+    it('does not mix PostgreSQL schemas of the same name in other databases or servers', async () => {
+      expect(await meet(pg('postgres://u@127.0.0.1:5433/one'), pg('postgres://u@127.0.0.1:5433/two'), 'key-p1')).toBe(false);
+      expect(await meet(pg('postgres://u@127.0.0.1:5433/one'), pg('postgres://u@127.0.0.1:5434/one'), 'key-p2')).toBe(false);
+      expect(await meet(pg('postgres://u@127.0.0.1:5433/one', 'a'), pg('postgres://u@127.0.0.1:5433/one', 'b'), 'key-p3')).toBe(false);
+      // Another user or pool on the same database and schema is the same store.
+      expect(await meet(pg('postgres://u@127.0.0.1:5433/one'), pg('postgres://v:secret@127.0.0.1:5433/one'), 'key-p4')).toBe(true);
+    });
+
+    it('names a lent pool by what it connects to', async () => {
+      const pools = [
+        new PgPool({ host: '127.0.0.1', port: 5433, database: 'one' }),
+        new PgPool({ connectionString: 'postgres://w@127.0.0.1:5433/one' }),
+        new PgPool({ host: '127.0.0.1', port: 5433, database: 'two' }),
+      ];
+      try {
+        const lent = pools.map((pool) => postgresBackend({ pool }));
+        backends.push(...lent);
+        expect(await meet(lent[0]!, lent[1]!, 'key-l1')).toBe(true);
+        expect(await meet(lent[0]!, lent[2]!, 'key-l2')).toBe(false);
+        expect(await meet(lent[2]!, pg('postgres://u@127.0.0.1:5433/two'), 'key-l3')).toBe(true);
+      } finally {
+        await Promise.all(pools.map((pool) => pool.end()));
+      }
+    });
+
+    it('builds a backend from a connection it cannot parse, as before, and keys it by the text given', async () => {
+      const odd = redisBackend({ nodes: ['not a host:x'] });
+      const escaped = postgresBackend({ connectionString: 'postgres://u@127.0.0.1:5433/%zz' });
+      backends.push(odd, escaped);
+      expect(odd.storeId).toBe('redis-cluster://not a host:x#rheo');
+      expect(escaped.storeId).toBe('postgres:postgres://u@127.0.0.1:5433/%zz#rheo');
+    });
+
+    it('never mixes a Redis store with a PostgreSQL one', async () => {
+      expect(await meet(redis('redis://127.0.0.1:6390'), pg('postgres://u@127.0.0.1:6390/rheo'), 'key-x')).toBe(false);
+    });
   });
 });

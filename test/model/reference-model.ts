@@ -13,7 +13,7 @@ import type {
 
 /*
  * The reference model: the delivery semantics of one stream, written from
- * DESIGN.md and docs/semantics.md with no regard for cost. Unlike the
+ * docs/design.md and docs/semantics.md with no regard for cost. Unlike the
  * backends (a cursor plus open entries), it keeps an explicit state for EVERY
  * sequence of every group, so each rule reads as the contract states it:
  * the frontier is literally "the highest F such that every sequence up to F

@@ -29,7 +29,7 @@ function accesses(plan: PlanNode, relation: string): string[] {
  * The hot statements' plans, both custom (planned with the actual values) and
  * generic: settle, ack and renew are named prepared statements, which switch
  * to the generic plan after five executions, and the claim runs in a routine
- * that forces its generic plan (routines.ts; DESIGN.md §3 records a generic
+ * that forces its generic plan (routines.ts; docs/design.md#postgresql-measurements records a generic
  * claim plan collapsing to 40 tps). Over a realistic table state: thousands
  * of events, hundreds of live leases, statistics gathered.
  */

@@ -1,26 +1,18 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { docBlock } from '../support/doc-blocks.js';
 import { databaseUrl, sharedPool } from '../support/postgres.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const MARK = 'run by test/postgres/readme-transactions.test.ts';
 
-/** The block after a README marker, verbatim, with `'rheo'` pointed at the sources. */
-function block(name: string, lang: 'ts' | 'sql'): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const at = readme.indexOf(`<!-- ${name}: ${MARK} -->`);
-  if (at < 0) throw new Error(`README.md lost its ${name} marker`);
-  const match = new RegExp('```' + lang + '\\n([\\s\\S]*?)```').exec(readme.slice(at));
-  if (!match) throw new Error(`no ${lang} block after the ${name} marker`);
-  const entry = pathToFileURL(join(ROOT, 'src/index.ts')).href;
-  return match[1]!.replaceAll("from 'rheo'", `from '${entry}'`);
-}
+/** The block after a marker in the documentation (docs/transactions.md), verbatim, with `'rheo'` pointed at the sources. */
+const block = (name: string, lang: 'ts' | 'sql'): string => docBlock(name, 'test/postgres/readme-transactions.test.ts', lang);
 
-describe('README transactions examples (run verbatim)', () => {
+describe('docs/transactions.md examples (run verbatim)', () => {
   // Inside the project, so the examples' own imports (pg) resolve from its node_modules.
   const dir = mkdtempSync(join(ROOT, '.readme-tx-'));
   const database = `rheo_readme_tx_${process.pid}`;

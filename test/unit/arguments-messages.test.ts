@@ -25,6 +25,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { MAX_CONFIGURABLE_BYTES } from '../../src/core/limits.js';
 import { encodeQueryCursor } from '../../src/core/query-cursor.js';
 import type { AppendInput, QueryOptions, SettleRequest } from '../../src/core/types.js';
+import { createRheo } from '../../src/index.js';
 import { thrown } from '../support/thrown.js';
 
 /*
@@ -375,11 +376,25 @@ describe('normalizeReason', () => {
     (numbered as unknown as { message: unknown }).message = 7;
     expect(normalizeReason(numbered)).toBe('an object');
     expect(normalizeReason({ toString: () => { throw new Error('no'); } })).toBe('an object');
-    expect(normalizeReason([1, 2])).toBe('1,2');
-    expect(normalizeReason(Object.assign(Object.create(null) as object, { a: 1 }))).toBe('an object');
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    expect(normalizeReason(circular)).toBe('an object');
+    expect(normalizeReason({ big: 1n })).toBe('an object');
     const { proxy, revoke } = Proxy.revocable({}, {});
     revoke();
     expect(normalizeReason(proxy)).toBe('an unreadable value');
+  });
+
+  it('stores a plain object or an array as its JSON text, never as "[object Object]"', () => {
+    expect(normalizeReason({ why: 'x' })).toBe('{"why":"x"}');
+    expect(normalizeReason({ why: 'x', codes: [1, 2], nested: { ok: false } })).toBe('{"why":"x","codes":[1,2],"nested":{"ok":false}}');
+    expect(normalizeReason([1, 2])).toBe('[1,2]');
+    expect(normalizeReason(Object.assign(Object.create(null) as object, { a: 1 }))).toBe('{"a":1}');
+    // A value that says what it is keeps saying it: its own toString, or an Error's message.
+    expect(normalizeReason(new Date(0))).toBe(String(new Date(0)));
+    expect(normalizeReason(Object.assign(new Error('boom'), { why: 'x' }))).toBe('boom');
+    // U+0000 inside the JSON is replaced like anywhere else; JSON escapes it first.
+    expect(normalizeReason({ why: 'a\u0000b' })).toBe('{"why":"a\\u0000b"}');
   });
 
   it('replaces U+0000 and lone surrogates with U+FFFD', () => {
@@ -840,5 +855,27 @@ describe('normalizeTrim', () => {
     expect(invalid(() => normalizeTrim({ keep: null }))).toBe('trim keep must be an integer >= 0, got null');
     expect(invalid(() => normalizeTrim({ force: 'yes' }))).toBe('trim force must be a boolean, got "yes"');
     expect(invalid(() => normalizeTrim({ force: null }))).toBe('trim force must be a boolean, got null');
+  });
+});
+
+describe('a structured settle reason, end to end', () => {
+  it('is stored and listed as JSON by reject, and by a nack at the last attempt', async () => {
+    const rheo = createRheo({ clock: new ManualClock() });
+    try {
+      await rheo.createStream('reasons');
+      await rheo.createGroup('reasons', 'g', { maxAttempts: 1 });
+      await rheo.appendBatch('reasons', [{ id: 'a', payload: 1 }, { id: 'b', payload: 2 }]);
+      const [first, second] = await rheo.fetch('reasons', 'g', { limit: 2 });
+      // The typed signature asks for a string; JavaScript callers and `as` casts pass objects anyway.
+      await rheo.reject(first!, { why: 'x' } as unknown as string);
+      await rheo.nack(second!, { why: 'y', codes: [1] } as unknown as string);
+      const letters = await rheo.deadLetters('reasons', 'g');
+      expect(letters.map((letter) => [letter.event.id, letter.reason])).toEqual([
+        ['a', '{"why":"x"}'],
+        ['b', '{"why":"y","codes":[1]}'],
+      ]);
+    } finally {
+      await rheo.close();
+    }
   });
 });

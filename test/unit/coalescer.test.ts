@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { Coalescer } from '../../src/core/coalescer.js';
 
+/** Far more turns than the coalescer needs between a submit and its call (two or three). */
+const MAX_TURNS = 100;
+
 /** A send that records each call and answers when told to. */
 function gatedSend() {
   const calls: number[][] = [];
@@ -11,8 +14,18 @@ function gatedSend() {
     if (items.includes(-1)) throw new Error('boom');
     return items.map((n) => `r${n}`);
   };
+  /**
+   * Answers the oldest call, waiting a bounded number of turns for it to be
+   * made: a call that never comes (say, the coalescer put two items that
+   * should wait for each other into one call, so one call fewer is made)
+   * fails here at once, naming the calls made, instead of spinning on
+   * microtasks forever and starving the test's timeout.
+   */
   const open = async (): Promise<void> => {
-    while (gates.length === 0) await Promise.resolve();
+    for (let turn = 0; gates.length === 0; turn++) {
+      if (turn === MAX_TURNS) throw new Error(`no call to answer after ${MAX_TURNS} turns; calls made: ${JSON.stringify(calls)}`);
+      await Promise.resolve();
+    }
     gates.shift()!();
   };
   return { calls, send, open };
@@ -53,6 +66,15 @@ describe('Coalescer', () => {
     await open();
     expect(await next).toBe('r8');
     expect(calls).toEqual([[7, -1], [8]]);
+  });
+
+  it('fails at once, instead of hanging, when a call the test waits for is never made', async () => {
+    const { calls, send, open } = gatedSend();
+    const c = new Coalescer(send);
+    void c.submit(1);
+    await open();
+    await expect(open()).rejects.toThrow('no call to answer after 100 turns; calls made: [[1]]');
+    expect(calls).toEqual([[1]]);
   });
 
   it('rejects the items a call answered no result for', async () => {

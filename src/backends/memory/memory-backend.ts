@@ -492,7 +492,7 @@ class MemoryBackend implements Backend {
     };
   }
 
-  // ---- partition ownership (DESIGN.md §7; src/core/membership.ts) --------
+  // ---- partition ownership (docs/design.md#two-ways-to-consume-a-group; src/core/membership.ts) ----
 
   async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
     const { log, g } = this.#group(stream, group);

@@ -109,7 +109,7 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
         : make('backend_unavailable', 'the statement was cancelled (timeout?)');
     }
     if (TRANSIENT_CODES.has(state)) return make('backend_unavailable', 'a transient conflict rolled the statement back; retry');
-    // insufficient_privilege: the role lacks a grant (see README: privileges).
+    // insufficient_privilege: the role lacks a grant (see docs/backends/postgres.md: privileges).
     if (state === '42501') return make('permission_denied', 'the PostgreSQL role lacks a privilege this needs');
     if (state === '3F000' || state === '42P01' || state === '42883') {
       return make('schema_version', 'the rheo schema is missing or incomplete; call rheo.migrate()');

@@ -19,7 +19,7 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
     await txQuery(tx, 'SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [MIGRATE_LOCK_KEY, schema]);
     // DDL only for what is missing: CREATE SCHEMA IF NOT EXISTS checks the
     // database's CREATE privilege before it looks, so on an up-to-date schema
-    // it would refuse a role that holds only the runtime privileges (README).
+    // it would refuse a role that holds only the runtime privileges (docs/backends/postgres.md).
     // The catalogs are readable by every role; under the lock nothing else
     // creates them between this look and the CREATEs.
     const [found] = await txQuery<{ schema_exists: boolean; ledger_exists: boolean }>(

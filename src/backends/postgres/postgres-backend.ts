@@ -63,6 +63,7 @@ import {
   type RetentionContext,
 } from './retention.js';
 import { renderStatements, type Statements } from './statements.js';
+import { postgresStoreId } from './store-id.js';
 import { PostgresOwnedTransaction, PostgresTransactionScope, type ScopeDeps } from './transaction.js';
 import { classifyError } from './errors.js';
 import { asError } from './connection.js';
@@ -122,6 +123,7 @@ export class PostgresBackend implements Backend {
     cluster: false,
   });
   readonly schema: string;
+  readonly storeId: string;
   readonly #db: Database;
   readonly #sql: Statements;
   readonly #quotedSchema: string;
@@ -187,6 +189,7 @@ export class PostgresBackend implements Backend {
       throw invalidArgument('postgresBackend expects { connectionString } or { pool }');
     }
 
+    this.storeId = postgresStoreId(clientConfig, this.schema);
     this.#sql = renderStatements(this.#quotedSchema);
     this.#catalog = new Catalog(this.#db, this.#sql);
     const clock = this.#clock;
@@ -510,7 +513,7 @@ export class PostgresBackend implements Backend {
     this.#listener.wake(stream);
   }
 
-  // ---- partition ownership (DESIGN.md §7; ownership.ts) -------------------
+  // ---- partition ownership (docs/design.md#two-ways-to-consume-a-group; ownership.ts) ----
 
   async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
     await this.#ensureSchema();

@@ -42,7 +42,7 @@ import {
  * A statement sent as a named prepared statement: parsed once per connection
  * and, once PostgreSQL settles on its generic plan, no longer planned per
  * call. Only the hot statements whose generic plans are pinned by
- * test/postgres/explain.test.ts are named (DESIGN.md §3: an unchecked
+ * test/postgres/explain.test.ts are named (docs/design.md#postgresql-measurements: an unchecked
  * generic claim plan once collapsed to 40 tps). PostgreSQL never settles on
  * the generic plan of the claim and the append by itself, so those two are
  * calls of routines.ts functions that force it. The name carries a hash of

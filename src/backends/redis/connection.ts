@@ -64,6 +64,60 @@ function parseNode(url: string): { host: string; port: number } {
   return { host: u.hostname, port: u.port === '' ? 6379 : Number(u.port) };
 }
 
+const borrowedClients = new WeakMap<object, number>();
+let borrowedCount = 0;
+
+/**
+ * The store a Redis backend reaches, as `Backend.storeId`: the server (host,
+ * port, database number) or the cluster's seed nodes, and the key prefix.
+ * A borrowed client is named by the host, port and database its options
+ * give (a cluster by its startup nodes); a client that shows none of them is
+ * its own store, by object, so no two unknown clients are ever taken for one.
+ */
+export function redisStoreId(connection: RedisConnection, prefix: string): string {
+  if (connection.url !== undefined) {
+    const u = parsedUrl(connection.url);
+    if (!u) return `redis:${connection.url}#${prefix}`;
+    return `redis://${u.hostname}:${u.port || '6379'}/${u.pathname.slice(1) || '0'}#${prefix}`;
+  }
+  if (connection.nodes !== undefined) {
+    const nodes = connection.nodes.map((node) => {
+      const u = parsedUrl(node.includes('://') ? node : `redis://${node}`);
+      return u ? `${u.hostname}:${u.port || '6379'}` : node;
+    });
+    return `redis-cluster://${[...new Set(nodes)].sort().join(',')}#${prefix}`;
+  }
+  const client = connection.client as unknown as {
+    options?: { host?: unknown; port?: unknown; db?: unknown };
+    startupNodes?: unknown;
+  };
+  if (Array.isArray(client.startupNodes) && client.startupNodes.length > 0) {
+    const nodes = client.startupNodes.map((node: unknown) =>
+      typeof node === 'string' ? node : `${String((node as { host?: unknown }).host ?? '')}:${String((node as { port?: unknown }).port ?? '')}`,
+    );
+    return `redis-cluster://${[...new Set(nodes)].sort().join(',')}#${prefix}`;
+  }
+  const options = client.options;
+  if (options && typeof options.host === 'string' && typeof options.port === 'number') {
+    return `redis://${options.host}:${options.port}/${typeof options.db === 'number' ? options.db : 0}#${prefix}`;
+  }
+  let id = borrowedClients.get(connection.client);
+  if (id === undefined) {
+    id = ++borrowedCount;
+    borrowedClients.set(connection.client, id);
+  }
+  return `redis-client#${id}#${prefix}`;
+}
+
+/** A URL, or null for a string that is none (the first use of the client then reports it). */
+function parsedUrl(text: string): URL | null {
+  try {
+    return new URL(text);
+  } catch {
+    return null;
+  }
+}
+
 export async function createClient(connection: RedisConnection): Promise<{ client: RedisClientLike; cluster: boolean }> {
   const io = await loadIoRedis();
   if (connection.url !== undefined) {

@@ -29,7 +29,7 @@ import {
 import type { LuaScript } from './lua/scripts.js';
 
 /**
- * Partition ownership on Redis (DESIGN.md §7, `Backend.heartbeat`), ready
+ * Partition ownership on Redis (docs/design.md#two-ways-to-consume-a-group, `Backend.heartbeat`), ready
  * for Redis Cluster, where one script may only touch one hash slot.
  *
  * State lives in two places (lua/ownership-scripts.ts):

@@ -30,7 +30,7 @@ import { checkStartScope, scopedPartitions } from '../../core/partition-scope.js
 import type { DeadLetter, GroupInfo, LagReport, Lease, PartitionLag, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
 import { decodeEvent, decodeReason, encodeEvent, encodeReason, entryFields } from './codec.js';
-import { checkConnection, connectReady, createClient, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
+import { checkConnection, connectReady, createClient, redisStoreId, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
 import type { FailureContext } from './errors.js';
 import { planFetch, type FetchPlan } from './fetch-plan.js';
 import { checkPrefix, KeyLayout } from './keys.js';
@@ -105,6 +105,7 @@ export class RedisBackend implements Backend {
   readonly name = 'redis';
   readonly capabilities: BackendCapabilities;
   readonly prefix: string;
+  readonly storeId: string;
   readonly #connection: RedisConnection;
   readonly #keys: KeyLayout;
   readonly #scripts = new ScriptRunner();
@@ -129,6 +130,7 @@ export class RedisBackend implements Backend {
   constructor(connection: RedisBackendConfig, options: RedisBackendOptions = {}) {
     this.#connection = checkConnection(connection);
     this.prefix = checkPrefix(options.prefix ?? connection.prefix ?? 'rheo');
+    this.storeId = redisStoreId(this.#connection, this.prefix);
     const clock = options.clock ?? connection.clock;
     if (clock !== undefined && (clock === null || typeof clock.now !== 'function')) {
       throw invalidArgument('redisBackend clock must have a now() method returning epoch milliseconds');

@@ -7,7 +7,7 @@
  * the log (`group_cursors`), plus rows only for open deliveries
  * (`deliveries`: leased or pending) and dead letters. An ack deletes its
  * delivery row, so storage is bounded by the unsettled window plus dead
- * letters, and claiming new events never rewrites old rows (DESIGN.md §3: a
+ * letters, and claiming new events never rewrites old rows (docs/design.md#postgresql-measurements: a
  * claim that flags rows in place decays as dead index entries pile up).
  */
 export const migration001 = {

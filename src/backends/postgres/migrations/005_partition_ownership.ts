@@ -1,5 +1,5 @@
 /**
- * Migration 5: partition ownership (DESIGN.md §7). Members with sessions,
+ * Migration 5: partition ownership (docs/design.md#two-ways-to-consume-a-group). Members with sessions,
  * and per group and partition who owns it now (`owner`, fenced by
  * `generation`) and who the assignor wants to have it (`target`; while they
  * differ and the owner lives, the partition is being revoked since

@@ -13,10 +13,10 @@ import { eventColumns, eventSize } from '../rows.js';
  *   sequence order: sequences are gapless and become visible in order, and a
  *   claim that sees sequence n has seen every sequence below it.
  * - Rows go in with one INSERT ... SELECT over unnest() of array parameters
- *   (DESIGN.md §3: multi-row inserts write ~219k rows/s; single-row commits
+ *   (docs/design.md#postgresql-measurements: multi-row inserts write ~219k rows/s; single-row commits
  *   top out near 12k/s).
  * - NOTIFY: at most one pg_notify per call, and only when something new was
- *   written (DESIGN.md §3: a notify per event halves commit throughput).
+ *   written (docs/design.md#postgresql-measurements: a notify per event halves commit throughput).
  *
  * $1 stream_id, $2 ids, $3 types, $4 keys, $5 payloads, $6 metadata,
  * $7 partitions, $8 timestamps, $9 channel, $10 stream name, $11 notify,

@@ -22,7 +22,7 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  * fetch(): claim up to `limit` deliveries for one group in ONE statement, so
  * the round trips per fetch are independent of `limit` (no N+1 per lease).
  *
- * Claim strategy (DESIGN.md §3, docs/semantics.md): new events are claimed by
+ * Claim strategy (docs/design.md#postgresql-measurements, docs/semantics.md): new events are claimed by
  * advancing the group's per-partition cursor over the log. A contiguous run
  * of them in one partition becomes ONE `lease_ranges` row (migration 002)
  * whose leases are `token.sequence`; acks set its bits. Other open
@@ -86,7 +86,7 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  *    comparisons, 70 ms per claim).
  *
  * Run inside the claim routine (routines.ts), which forces the generic plan:
- * PostgreSQL would otherwise plan it again on every call. DESIGN.md §3
+ * PostgreSQL would otherwise plan it again on every call. docs/design.md#postgresql-measurements
  * records a generic claim plan collapsing to 40 tps; this one reaches the log
  * only through events_pkey in the custom and the generic plan alike
  * (test/postgres/explain.test.ts), and the bench measured it flat from 1k to
