@@ -43,8 +43,12 @@ export type { Timers, ScheduledTimer } from './runtime/timers.js';
 export { createLeaseSink, LeaseSink } from './sinks/lease-sink.js';
 export type { LeaseSinkOptions, LeaseSinkTuning, LeaseHandler, LeaseHandlerContext } from './sinks/lease-sink.js';
 export { createBatchSink, BatchSink } from './sinks/batch-sink.js';
+export { createBatcherRouter, BatcherRouter } from './sinks/batcher-router.js';
+export type { BatcherRouterOptions } from './sinks/batcher-router.js';
 export type { BatchSinkOptions, BatchSinkTuning, BatchHandler, BatchContext, BatchOutcome, BatchSinkEvents, BatchErrorInfo } from './sinks/batch-sink.js';
+export { rejectLease, LeaseRejection } from './runtime/lease-outcome.js';
 export type {
+  FailurePolicy,
   LeaseOutcome,
   Settlement,
   LeaseSettler,

@@ -10,6 +10,7 @@ import type {
   SettleErrorEvent,
 } from '../observability/lease-events.js';
 import type { BackoffOptions } from '../runtime/backoff.js';
+import type { FailurePolicy } from '../runtime/lease-outcome.js';
 import type { RenewSummary } from './inflight-tracker.js';
 import type { Timers } from '../runtime/timers.js';
 
@@ -39,6 +40,13 @@ export interface ProducerOptions {
   consumerId?: string;
   /** Claim only from these partitions. */
   partitions?: number[];
+  /**
+   * Every stage's default for a lease whose work failed (a throw in a sink,
+   * a map or a trigger): `'nack'` retries it until `maxAttempts`, then
+   * dead-letters it; `'reject'` dead-letters it at once. A stage's own
+   * `onFailure` overrides it. Default `'nack'`.
+   */
+  onFailure?: FailurePolicy;
   /** Aborting destroys the producer (releasing leases never read), like `Readable`'s own `signal`. */
   signal?: AbortSignal;
   /** Backoff after a failed fetch. Default `{ initialMs: min(pollMs, 100), maxMs: 30_000 }`. */

@@ -3,7 +3,8 @@ import { Readable } from 'node:stream';
 import type { Backend } from '../core/backend.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease, SettleRequest } from '../core/types.js';
-import { assertName, assertString, optionalInteger } from '../core/validation.js';
+import { assertName, assertString, describe, optionalInteger } from '../core/validation.js';
+import { failurePolicyOf, type FailurePolicy } from '../runtime/lease-outcome.js';
 import { backoffDelay, resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
 import { InflightTracker } from './inflight-tracker.js';
 import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
@@ -80,6 +81,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly leaseMs: number;
   readonly pollMs: number;
   readonly consumerId: string;
+  /** The failure policy every stage settling through this producer starts from (`ProducerOptions.onFailure`). */
+  readonly onFailure: FailurePolicy;
   readonly partitions: readonly number[] | undefined;
   /** The timer source; sinks and transforms fed by this producer default to it. */
   readonly timers: Timers;
@@ -111,6 +114,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.leaseMs = resolved.leaseMs;
     this.pollMs = resolved.pollMs;
     this.consumerId = resolved.consumerId;
+    this.onFailure = resolved.onFailure;
     this.partitions = options.partitions ? [...options.partitions] : undefined;
     this.timers = options.timers ?? systemTimers;
     this.#source = source;
@@ -198,9 +202,21 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
 
   /**
    * Stops renewing the lease and frees its demand slot, for callers that
-   * settled through `rheo` directly. Returns whether the lease was held.
+   * settled through `rheo` directly. Returns whether the lease was held;
+   * given several ids (an array), whether every one of them was.
+   * Anything but a lease id or an array of them is `invalid_argument`.
    */
-  confirm(leaseId: string): boolean {
+  confirm(leaseIds: string | readonly string[]): boolean {
+    if (typeof leaseIds === 'string') return this.#confirmOne(leaseIds);
+    if (!Array.isArray(leaseIds) || !leaseIds.every((id) => typeof id === 'string')) {
+      throw new RheoError('invalid_argument', `confirm expects a lease id or an array of lease ids, got ${describe(leaseIds)}`);
+    }
+    let all = true;
+    for (const id of leaseIds as readonly string[]) all = this.#confirmOne(id) && all;
+    return all;
+  }
+
+  #confirmOne(leaseId: string): boolean {
     const held = this.#tracker.delete(leaseId);
     if (held) this.#freed();
     return held;
@@ -481,5 +497,6 @@ function resolveOptions(source: ProducerSource, options: ProducerOptions) {
     consumerId = options.consumerId;
   }
   const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs) ?? { initialMs: Math.min(pollMs, 100), maxMs: 30_000 };
-  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff };
+  const onFailure = failurePolicyOf('producer', options.onFailure, undefined);
+  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff, onFailure };
 }

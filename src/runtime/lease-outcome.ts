@@ -33,6 +33,10 @@ export interface LeaseSettler<T extends JsonValue = JsonValue> {
   release(lease: Lease<T>): Promise<void>;
   holds(leaseId: string): boolean;
   readonly timers: Timers;
+  /** Most unsettled leases the producer holds (`RheoProducer.maxDemand`); stages check their concurrency against it. */
+  readonly maxDemand?: number;
+  /** The producer's default for a failed lease (a throw in a stage); stages may override it. Absent: `'nack'`. */
+  readonly onFailure?: FailurePolicy;
   on(event: 'lease-lost', listener: (info: LeaseLostEvent & { readonly lease: Lease<T> }) => void): unknown;
   off(event: 'lease-lost', listener: (info: LeaseLostEvent & { readonly lease: Lease<T> }) => void): unknown;
 }
@@ -124,8 +128,100 @@ export function isThenable<V>(value: V | PromiseLike<V>): value is PromiseLike<V
 
 /** A throw nacks with the error as reason. */
 export function thrownSettlement(error: unknown): Settlement {
+  return failureSettlement(error, 'nack');
+}
+
+/**
+ * What a stage does with a lease whose work failed (it threw): `'nack'`
+ * retries it until `maxAttempts`, then dead-letters it; `'reject'`
+ * dead-letters it at once. Set on the producer (`rheo.producer({ onFailure })`)
+ * as every stage's default, and per stage with the stage's own `onFailure`.
+ */
+export type FailurePolicy = 'nack' | 'reject';
+
+/**
+ * Thrown by a map, a key-ordered map or a handler to dead-letter its lease
+ * whatever the failure policy says (`throw rejectLease('unparseable')`).
+ */
+export class LeaseRejection extends Error {
+  readonly reason: string;
+
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'LeaseRejection';
+    this.reason = reason;
+  }
+}
+
+/** A `LeaseRejection` to throw from a stage: its lease is dead-lettered with `reason`. */
+export function rejectLease(reason: string): LeaseRejection {
+  if (typeof reason !== 'string') throw new RheoError('invalid_argument', `rejectLease expects a reason string, got ${describe(reason)}`);
+  return new LeaseRejection(reason);
+}
+
+/** The settlement for a failure under `policy`; a `LeaseRejection` always rejects. */
+export function failureSettlement(error: unknown, policy: FailurePolicy): Settlement {
+  if (error instanceof LeaseRejection) return { kind: 'reject', reason: error.reason };
   const message = error instanceof Error ? error.message || error.name : String(error);
-  return { kind: 'nack', reason: message, delayMs: 0 };
+  return policy === 'reject' ? { kind: 'reject', reason: message } : { kind: 'nack', reason: message, delayMs: 0 };
+}
+
+/**
+ * A stage's failure policy: its own `onFailure` when given, else its
+ * producer's, else `'nack'`. Anything else is `invalid_argument`.
+ */
+export function failurePolicyOf(what: string, own: unknown, producer: { readonly onFailure?: unknown } | undefined): FailurePolicy {
+  const chosen = own ?? producer?.onFailure ?? 'nack';
+  if (chosen === 'nack' || chosen === 'reject') return chosen;
+  throw new RheoError('invalid_argument', `${what}: onFailure must be 'nack' or 'reject', got ${describe(chosen)}`);
+}
+
+/**
+ * The seeds' "two knobs": `maxDemand` bounds the leases a producer holds,
+ * a stage's `concurrency` the work running at once. A stage that may run
+ * more at once than the producer ever holds would leave slots idle forever
+ * (`rheo.consume` refuses the same), so it is refused with both numbers.
+ */
+export function assertConcurrencyWithinDemand(what: string, concurrency: number, producer: { readonly maxDemand?: unknown }): void {
+  const maxDemand = producer.maxDemand;
+  if (typeof maxDemand !== 'number' || concurrency <= maxDemand) return;
+  throw new RheoError(
+    'invalid_argument',
+    `${what}: concurrency (${concurrency}) is above the producer's maxDemand (${maxDemand}): at most ${maxDemand} leases are ever held, so ${concurrency} can never run at once; raise maxDemand or lower concurrency`,
+  );
+}
+
+/** A lease travelling with the value a processor computed from it (what the map transforms emit). */
+export interface Mapped<T extends JsonValue, R> {
+  lease: Lease<T>;
+  value: R;
+}
+
+/**
+ * What reaches a sink: a lease, or a processor's `{ lease, value }`. Anything
+ * else is `invalid_argument` (a stream error of the sink, never a crash).
+ */
+export function intakeOf<T extends JsonValue>(what: string, item: unknown): { lease: Lease<T>; value: unknown; mapped: boolean } {
+  if (isLease(item)) return { lease: item as Lease<T>, value: undefined, mapped: false };
+  if (item !== null && typeof item === 'object' && 'lease' in item && isLease((item as { lease: unknown }).lease)) {
+    const m = item as { lease: Lease<T>; value?: unknown };
+    return { lease: m.lease, value: m.value, mapped: true };
+  }
+  throw new RheoError(
+    'invalid_argument',
+    `${what} takes leases or a processor's { lease, value }, got ${item !== null && typeof item === 'object' ? `an object with keys ${JSON.stringify(Object.keys(item))}` : describe(item)}`,
+  );
+}
+
+/**
+ * Shaped like a lease: it has a `leaseId` and an `event`. Only the shape is
+ * read here; a lease whose fields are wrong is refused where it is settled,
+ * as a lease passed to `rheo.ack` is.
+ */
+function isLease(value: unknown): boolean {
+  if (value === null || typeof value !== 'object' || !('leaseId' in value)) return false;
+  const event = (value as { event?: unknown }).event;
+  return event !== null && typeof event === 'object';
 }
 
 /**

@@ -9,9 +9,13 @@ import { BatchCollector, type FlushReason } from '../runtime/batch-collector.js'
 
 import {
   LostLeases,
+  assertConcurrencyWithinDemand,
+  failurePolicyOf,
+  failureSettlement,
+  intakeOf,
   settleLease,
   settlementOf,
-  thrownSettlement,
+  type FailurePolicy,
   type LeaseOutcome,
   type LeaseSettler,
   type Settlement,
@@ -27,6 +31,7 @@ import { chosenHandler } from './handler-option.js';
 interface ClosedBatch<T> {
   leases: Lease<T>[];
   reason: FlushReason;
+  key: string | undefined;
 }
 
 /**
@@ -43,6 +48,14 @@ export interface BatchContext {
   reason: FlushReason;
   /** With `transaction: true`: the client of the batch's transaction; its writes commit with the batch's settles. */
   client?: TransactionClient;
+  /**
+   * The processors' values, one per lease in batch order, when leases came
+   * as a map transform's `{ lease, value }` (`undefined` for a bare lease).
+   * Absent when every lease of the batch came bare.
+   */
+  values?: unknown[];
+  /** With `batchKey`: the key every lease of this batch shares. */
+  key?: string;
 }
 
 /** Runs once per batch; its outcome decides the settles (see `BatchOutcome`). */
@@ -91,6 +104,14 @@ export interface BatchSinkTuning<T extends JsonValue = JsonValue> {
   batchTimeoutMs?: number;
   /** Batches handled at once. Default 1. */
   concurrency?: number;
+  /**
+   * Broadway's `batch_key`: a batch holds leases of one key only. Each key
+   * fills its own batch (by `batchSize` or `batchTimeoutMs`), so a batch is
+   * never split across keys. Default: one batch for all leases.
+   */
+  batchKey?: (lease: Lease<T>) => string;
+  /** What a throw of the handler does to the batch: `'nack'` (retry) or `'reject'` (dead-letter). Default: the producer's `onFailure`, else `'nack'`. */
+  onFailure?: FailurePolicy;
   /** Default: the producer's timers. */
   timers?: Timers;
 }
@@ -135,7 +156,13 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #handler: BatchHandler<T>;
   readonly #begin: (() => Promise<OwnedTransaction>) | null;
   readonly #concurrency: number;
-  readonly #collector: BatchCollector<Lease<T>>;
+  readonly #onFailure: FailurePolicy;
+  readonly #batchKey: ((lease: Lease<T>) => string) | null;
+  readonly #newCollector: (key: string | undefined) => BatchCollector<Lease<T>>;
+  /** The open batch; with `batchKey`, one per key that has an open batch. */
+  readonly #collectors = new Map<string | undefined, BatchCollector<Lease<T>>>();
+  /** Processor values of accepted leases that came as `{ lease, value }`, by lease id; created on the first one. */
+  #values: Map<string, unknown> | null = null;
   /** Closed batches waiting for a free slot. */
   readonly #queued = new WorkQueue<ClosedBatch<T>>();
   #active = 0;
@@ -154,6 +181,12 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     const batchSize = optionalInteger('batchSize', options.batchSize, 100, { min: 1, max: 100_000 });
     const batchTimeoutMs = optionalInteger('batchTimeoutMs', options.batchTimeoutMs, 1000, { min: 1, max: 3600_000 });
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
+    // Every batch holds at least one lease: more batches at once than leases held never run.
+    assertConcurrencyWithinDemand('createBatchSink', concurrency, options.producer);
+    if (options.batchKey !== undefined && typeof options.batchKey !== 'function') {
+      throw invalidArgument('createBatchSink: batchKey must be a function of the lease returning a string');
+    }
+    const onFailure = failurePolicyOf('createBatchSink', options.onFailure, options.producer);
     const begin = transactionOf(options.producer, options.transaction);
     super({ objectMode: true, highWaterMark: 1 });
     this.batchSize = batchSize;
@@ -163,12 +196,20 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     this.#handler = handler;
     this.#begin = begin;
     this.#concurrency = concurrency;
-    this.#collector = new BatchCollector<Lease<T>>({
-      size: batchSize,
-      intervalMs: batchTimeoutMs,
-      timers: options.timers ?? options.producer.timers,
-      onFlush: (leases, reason) => this.#dispatch(leases, reason),
-    });
+    this.#onFailure = onFailure;
+    this.#batchKey = options.batchKey ?? null;
+    const timers = options.timers ?? options.producer.timers;
+    this.#newCollector = (key) =>
+      new BatchCollector<Lease<T>>({
+        size: batchSize,
+        intervalMs: batchTimeoutMs,
+        timers,
+        onFlush: (leases, reason) => {
+          // A key's collector lives only while its batch is open, so keys seen once cost nothing later.
+          this.#collectors.delete(key);
+          this.#dispatch(leases, reason, key);
+        },
+      });
     this.#producer.on('lease-lost', this.#onLost);
   }
 
@@ -182,18 +223,38 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     return this.#queued.length;
   }
 
-  /** Leases in the batch still open. */
+  /** Leases in the batches still open (with `batchKey`, summed over the keys). */
   get openBatchLength(): number {
-    return this.#collector.length;
+    let length = 0;
+    for (const collector of this.#collectors.values()) length += collector.length;
+    return length;
   }
 
-  override _write(lease: Lease<T>, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.#collector.add(lease);
+  override _write(item: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    let lease: Lease<T>;
+    let key: string | undefined;
+    try {
+      const intake = intakeOf<T>('createBatchSink', item);
+      lease = intake.lease;
+      if (this.#batchKey) {
+        key = this.#batchKey(lease);
+        if (typeof key !== 'string') throw invalidArgument(`createBatchSink: batchKey must return a string, got ${typeof key}`);
+      }
+      if (intake.mapped) (this.#values ??= new Map()).set(lease.leaseId, intake.value);
+    } catch (error) {
+      return callback(error as Error);
+    }
+    let collector = this.#collectors.get(key);
+    if (collector === undefined) {
+      collector = this.#newCollector(key);
+      this.#collectors.set(key, collector);
+    }
+    collector.add(lease);
     callback();
   }
 
   override _final(callback: (error?: Error | null) => void): void {
-    this.#collector.flush('end');
+    for (const collector of [...this.#collectors.values()]) collector.flush('end');
     this.#whenIdle().then(() => {
       this.#producer.off('lease-lost', this.#onLost);
       callback();
@@ -202,7 +263,10 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.#shutdown.abort(error ?? new Error('batch sink destroyed'));
-    const unstarted = [...this.#collector.take(), ...this.#queued.drain().flatMap((batch) => batch.leases)];
+    const open = [...this.#collectors.values()].flatMap((collector) => collector.take());
+    this.#collectors.clear();
+    this.#values = null;
+    const unstarted = [...open, ...this.#queued.drain().flatMap((batch) => batch.leases)];
     this.#producer.off('lease-lost', this.#onLost);
     Promise.all(unstarted.map((lease) => settleLease(this.#producer, lease, { kind: 'release' }, this))).then(
       () => callback(error),
@@ -210,8 +274,8 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     );
   }
 
-  #dispatch(leases: Lease<T>[], reason: FlushReason): void {
-    this.#queued.push({ leases, reason });
+  #dispatch(leases: Lease<T>[], reason: FlushReason, key: string | undefined): void {
+    this.#queued.push({ leases, reason, key });
     // Batches start in a microtask, never inside `_write` or a timer flush of the collector.
     if (!this.#pumpScheduled) {
       this.#pumpScheduled = true;
@@ -225,7 +289,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
       const batch = this.#queued.shift();
       if (batch === undefined) return;
       this.#active++;
-      const task = this.#run(batch.leases, batch.reason).then(this.#ran, this.#ran);
+      const task = this.#run(batch).then(this.#ran, this.#ran);
       this.#tasks.add(task);
       void task.finally(() => this.#tasks.delete(task));
     }
@@ -246,16 +310,23 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     }
   }
 
-  async #run(batch: Lease<T>[], reason: FlushReason): Promise<void> {
+  async #run({ leases: batch, reason, key }: ClosedBatch<T>): Promise<void> {
     // Leases lost while waiting (renewal answered stale_lease) would only be refused at settle time.
     const leases = batch.filter((lease) => !this.#lost.take(lease.leaseId));
+    const values = this.#takeValues(batch);
     if (leases.length === 0) return;
     let settlements: Array<Settlement | null>;
     const scope = this.#telemetry?.processBatch(leases) ?? null;
     let tx: OwnedTransaction | null = null;
     try {
       if (this.#begin) tx = await this.#begin();
-      const context: BatchContext = { signal: this.#shutdown.signal, reason, ...(tx ? { client: tx.client } : {}) };
+      const context: BatchContext = {
+        signal: this.#shutdown.signal,
+        reason,
+        ...(tx ? { client: tx.client } : {}),
+        ...(values ? { values: leases.map((lease) => values.get(lease.leaseId)) } : {}),
+        ...(key !== undefined ? { key } : {}),
+      };
       const outcome = await (scope ? scope.run(() => this.#handler(leases, context)) : this.#handler(leases, context));
       scope?.handled();
       settlements = this.#settlementsOf(leases, outcome);
@@ -266,8 +337,8 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
       if (this.#shutdown.signal.aborted) settlements = leases.map(() => ({ kind: 'release' }));
       else {
         this.emit('batch-error', { leases, error });
-        const nack = thrownSettlement(error);
-        settlements = leases.map(() => nack);
+        const failed = failureSettlement(error, this.#onFailure);
+        settlements = leases.map(() => failed);
       }
     }
     if (tx) settlements = await this.#settleInTransaction(tx, leases, settlements as Settlement[]);
@@ -349,6 +420,19 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     return leases.map(() => null);
   }
 
+  /** The processor values of a batch's leases (taken out of the sink's map), or `null` when none came mapped. */
+  #takeValues(batch: Lease<T>[]): Map<string, unknown> | null {
+    const all = this.#values;
+    if (all === null) return null;
+    let values: Map<string, unknown> | null = null;
+    for (const lease of batch) {
+      if (!all.has(lease.leaseId)) continue;
+      (values ??= new Map()).set(lease.leaseId, all.get(lease.leaseId));
+      all.delete(lease.leaseId);
+    }
+    return values;
+  }
+
   #settlementsOf(leases: Lease<T>[], outcome: BatchOutcome): Settlement[] {
     if (outcome === undefined || outcome === 'ack') return leases.map(() => ({ kind: 'ack' }));
     if (Array.isArray(outcome) && outcome.length === leases.length) return outcome.map((o) => settlementOf(o));
@@ -358,7 +442,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
       }`,
     );
     this.emit('batch-error', { leases, error });
-    return leases.map(() => thrownSettlement(error));
+    return leases.map(() => failureSettlement(error, 'nack'));
   }
 }
 

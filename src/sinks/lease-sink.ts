@@ -9,10 +9,14 @@ import { WorkQueue } from '../runtime/work-queue.js';
 import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 
 import {
+  assertConcurrencyWithinDemand,
+  failurePolicyOf,
+  failureSettlement,
+  intakeOf,
   isThenable,
   settleLease,
   settlementOf,
-  thrownSettlement,
+  type FailurePolicy,
   type LeaseOutcome,
   type LeaseSettler,
   type Settlement,
@@ -22,6 +26,8 @@ import {
 export interface LeaseHandlerContext {
   /** Aborted when the sink is destroyed or the producer loses this lease (renewal answered `stale_lease`). */
   signal: AbortSignal;
+  /** The value a processor computed, when the lease arrived as a map transform's `{ lease, value }`; else `undefined`. */
+  readonly value: unknown;
 }
 
 /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
@@ -56,6 +62,8 @@ export interface LeaseSinkTuning<T extends JsonValue = JsonValue> {
   producer: LeaseSettler<T>;
   /** Handlers running at once. Default 1. */
   concurrency?: number;
+  /** What a throw does to its lease: `'nack'` (retry) or `'reject'` (dead-letter). Default: the producer's `onFailure`, else `'nack'`. */
+  onFailure?: FailurePolicy;
   /**
    * Leases accepted but not started before writes wait. Leases from a
    * producer are already bounded by its `maxDemand`; this only guards other
@@ -66,8 +74,10 @@ export interface LeaseSinkTuning<T extends JsonValue = JsonValue> {
 }
 
 /**
- * An object-mode `Writable` that runs `handler(lease, { signal })` for every
- * lease with bounded concurrency and settles by the outcome.
+ * An object-mode `Writable` that runs `handler(lease, { signal, value })` for
+ * every lease with bounded concurrency and settles by the outcome. It takes
+ * leases, or the `{ lease, value }` a map transform emits (the handler sees
+ * the value); anything else fails the stream with `invalid_argument`.
  * `end()` (or the end of the pipeline) waits for every handler and settle.
  * A failed settle is an event (`lease-lost`, `settle-error`), never an error.
  * Destroying the sink aborts running handlers' signals and releases leases
@@ -94,6 +104,9 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #handler: LeaseHandler<T>;
   readonly #maxQueued: number;
   readonly #telemetry: RheoTelemetry | null;
+  readonly #onFailure: FailurePolicy;
+  /** Processor values of accepted leases that came as `{ lease, value }`, by lease id; created on the first one. */
+  #values: Map<string, unknown> | null = null;
   /** Accepted and not started, oldest first. */
   readonly #queue = new WorkQueue<Lease<T>>();
   readonly #running = new Map<string, LazyAbort>();
@@ -110,6 +123,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     if (running) return running.abort(info.error);
     // Lost while queued (renewal answered stale_lease): its settle would be refused anyway.
     if (this.#queue.withdraw((lease) => lease.leaseId === id)) {
+      this.#values?.delete(id);
       this.#resumeWrite();
       this.#checkIdle();
     }
@@ -142,12 +156,14 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
     const maxQueued = optionalInteger('maxQueued', options.maxQueued, 10_000, { min: 0, max: 1_000_000 });
+    assertConcurrencyWithinDemand('createLeaseSink', concurrency, options.producer);
     super({ objectMode: true, highWaterMark: 1 });
     this.concurrency = concurrency;
     this.#maxQueued = maxQueued;
     this.#producer = options.producer;
     this.#handler = handler;
     this.#telemetry = telemetryOf(options.producer);
+    this.#onFailure = failurePolicyOf('createLeaseSink', options.onFailure, options.producer);
     this.#producer.on('lease-lost', this.#onLost);
   }
 
@@ -161,7 +177,15 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     return this.#queue.length;
   }
 
-  override _write(lease: Lease<T>, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+  override _write(item: unknown, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    let lease: Lease<T>;
+    try {
+      const intake = intakeOf<T>('createLeaseSink', item);
+      lease = intake.lease;
+      if (intake.mapped) (this.#values ??= new Map()).set(lease.leaseId, intake.value);
+    } catch (error) {
+      return callback(error as Error);
+    }
     this.#queue.push(lease);
     // Handlers start in a microtask, never inside `_write`: one pump starts
     // every lease written in the same synchronous run.
@@ -187,6 +211,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     const reason = error ?? new Error('lease sink destroyed');
     for (const abort of this.#running.values()) abort.abort(reason);
     const unstarted = this.#queue.drain();
+    this.#values = null;
     this.#producer.off('lease-lost', this.#onLost);
     Promise.all(unstarted.map((lease) => settleLease(this.#producer, lease, { kind: 'release' }, this))).then(
       () => callback(error),
@@ -213,7 +238,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
     const scope = this.#telemetry?.process(lease) ?? null;
     let outcome: LeaseOutcome | Promise<LeaseOutcome>;
     try {
-      const context = new SinkHandlerContext(abort);
+      const context = new SinkHandlerContext(abort, this.#values?.get(lease.leaseId));
       outcome = scope ? scope.run(() => this.#handler(lease, context)) : this.#handler(lease, context);
     } catch (error) {
       return this.#finish(lease, this.#failed(lease, error), scope, { error });
@@ -231,11 +256,12 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   #failed(lease: Lease<T>, error: unknown): Settlement {
     if (this.#destroyed) return { kind: 'release' };
     this.emit('handler-error', { lease, error });
-    return thrownSettlement(error);
+    return failureSettlement(error, this.#onFailure);
   }
 
   #finish(lease: Lease<T>, settlement: Settlement, scope: ProcessScope | null = null, thrown?: { error: unknown }): void {
     this.#running.delete(lease.leaseId);
+    this.#values?.delete(lease.leaseId);
     // The slot frees as soon as the handler is done: the settle joins the
     // producer's next coalesced call while the next handler runs. Demand stays
     // bounded because the producer confirms only once the settle is answered.
@@ -261,9 +287,11 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
 /** The `{ signal }` a handler gets; the signal is created only when read. */
 class SinkHandlerContext implements LeaseHandlerContext {
   readonly #abort: LazyAbort;
+  readonly value: unknown;
 
-  constructor(abort: LazyAbort) {
+  constructor(abort: LazyAbort, value: unknown) {
     this.#abort = abort;
+    this.value = value;
   }
 
   get signal(): AbortSignal {

@@ -4,12 +4,14 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 
 import {
+  failurePolicyOf,
+  failureSettlement,
   settleLease,
-  thrownSettlement,
+  type FailurePolicy,
   type LeaseSettler,
+  type Mapped,
   type SettlingStreamEvents,
 } from '../runtime/lease-outcome.js';
-import type { Mapped } from './map-transform.js';
 
 export interface KeyOrderedTransformOptions<T extends JsonValue, R> {
   map(lease: Lease<T>, context: { signal: AbortSignal }): R | Promise<R>;
@@ -17,8 +19,14 @@ export interface KeyOrderedTransformOptions<T extends JsonValue, R> {
   keyOf?: (lease: Lease<T>) => string;
   /** Maps running at once across different keys. Default 1. */
   concurrency?: number;
-  /** When given, a throw nacks the lease and drops it, and waiting leases are released on destroy; otherwise a throw fails the stream. */
+  /**
+   * When given, a throw settles the lease by the failure policy and drops
+   * it, and waiting leases are released on destroy; otherwise a throw fails
+   * the stream. `throw rejectLease(reason)` always dead-letters.
+   */
   producer?: LeaseSettler<T>;
+  /** What a throw does to its lease: `'nack'` (retry) or `'reject'` (dead-letter). Default: the producer's `onFailure`, else `'nack'`. */
+  onFailure?: FailurePolicy;
 }
 
 /**
@@ -51,6 +59,7 @@ export class KeyOrderedTransform<T extends JsonValue, R> extends Transform {
   readonly #map: KeyOrderedTransformOptions<T, R>['map'];
   readonly #keyOf: (lease: Lease<T>) => string;
   readonly #producer: LeaseSettler<T> | undefined;
+  readonly #onFailure: FailurePolicy;
   /** Waiting leases per key, keys in first-arrival order. */
   readonly #waiting = new Map<string, Lease<T>[]>();
   readonly #busyKeys = new Set<string>();
@@ -68,6 +77,7 @@ export class KeyOrderedTransform<T extends JsonValue, R> extends Transform {
     this.#map = options.map;
     this.#keyOf = options.keyOf ?? defaultLeaseKey;
     this.#producer = options.producer;
+    this.#onFailure = failurePolicyOf('createKeyOrderedTransform', options.onFailure, options.producer);
   }
 
   /** Keys being mapped now. */
@@ -131,7 +141,7 @@ export class KeyOrderedTransform<T extends JsonValue, R> extends Transform {
           return;
         }
         this.emit('handler-error', { lease, error });
-        await settleLease(this.#producer, lease, thrownSettlement(error), this);
+        await settleLease(this.#producer, lease, failureSettlement(error, this.#onFailure), this);
       } finally {
         this.#busyKeys.delete(key);
         this.#pump();

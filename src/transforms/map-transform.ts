@@ -4,28 +4,31 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 
 import {
+  failurePolicyOf,
+  failureSettlement,
   settleLease,
-  thrownSettlement,
+  type FailurePolicy,
   type LeaseSettler,
+  type Mapped,
   type SettlingStreamEvents,
 } from '../runtime/lease-outcome.js';
 
-/** A lease travelling with the value computed from it; settle `lease` downstream. */
-export interface Mapped<T extends JsonValue, R> {
-  lease: Lease<T>;
-  value: R;
-}
+/** A lease travelling with the value computed from it; settle `lease` downstream (sinks take it as it is). */
+export type { Mapped } from '../runtime/lease-outcome.js';
 
 export interface MapTransformOptions<T extends JsonValue, R> {
   map(lease: Lease<T>, context: { signal: AbortSignal }): R | Promise<R>;
   /** Maps running at once; output order is input order regardless. Default 1. */
   concurrency?: number;
   /**
-   * When given, a `map` that throws nacks its lease (with the message) and
-   * drops it from the output, and leases not yet passed on are released on
-   * destroy. Without it, a throw fails the stream.
+   * When given, a `map` that throws settles its lease by the failure policy
+   * (nack with the message, or reject) and drops it from the output, and
+   * leases not yet passed on are released on destroy. Without it, a throw
+   * fails the stream. `throw rejectLease(reason)` always dead-letters.
    */
   producer?: LeaseSettler<T>;
+  /** What a throw does to its lease: `'nack'` (retry) or `'reject'` (dead-letter). Default: the producer's `onFailure`, else `'nack'`. */
+  onFailure?: FailurePolicy;
 }
 
 interface Slot<T extends JsonValue, R> {
@@ -57,6 +60,7 @@ export class MapTransform<T extends JsonValue, R> extends Transform {
   readonly concurrency: number;
   readonly #map: MapTransformOptions<T, R>['map'];
   readonly #producer: LeaseSettler<T> | undefined;
+  readonly #onFailure: FailurePolicy;
   readonly #slots: Slot<T, R>[] = [];
   readonly #settles = new Set<Promise<void>>();
   readonly #shutdown = new AbortController();
@@ -72,6 +76,7 @@ export class MapTransform<T extends JsonValue, R> extends Transform {
     this.concurrency = concurrency;
     this.#map = options.map;
     this.#producer = options.producer;
+    this.#onFailure = failurePolicyOf('createMapTransform', options.onFailure, options.producer);
   }
 
   override _transform(lease: Lease<T>, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
@@ -124,7 +129,7 @@ export class MapTransform<T extends JsonValue, R> extends Transform {
         return;
       }
       this.emit('handler-error', { lease: slot.lease, error: slot.error });
-      const settle = settleLease(this.#producer, slot.lease, thrownSettlement(slot.error), this);
+      const settle = settleLease(this.#producer, slot.lease, failureSettlement(slot.error, this.#onFailure), this);
       this.#settles.add(settle);
       void settle.finally(() => this.#settles.delete(settle));
     }
