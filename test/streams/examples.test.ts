@@ -5,6 +5,10 @@ import { run as runConsumerGroups } from '../../examples/consumer-groups.js';
 import { run as runFailureMapping } from '../../examples/failure-mapping.js';
 import { run as runFlowStages } from '../../examples/flow-stages.js';
 import { run as runPlainConsumer } from '../../examples/plain-consumer.js';
+import { run as runRiskPipeline } from '../../examples/risk-pipeline.js';
+import { run as runConsumeModes } from '../../examples/consume-modes.js';
+import { run as runCompetingConsumers } from '../../examples/competing-consumers.js';
+import { run as runReplayFromPoint } from '../../examples/replay-from-point.js';
 import { examples } from '../../examples/registry.js';
 import { backendFactories } from '../support/backends.js';
 
@@ -62,8 +66,67 @@ for (const factory of backendFactories) {
       expect(result.batch).toEqual({ deadLetters: ['c'], retriedThenAcked: 1, lag: 0 });
     });
 
+    it('risk pipeline: processors, failures by policy, two batchers through the router; every trade settled once, lag zero', async () => {
+      const result = await withRheo((rheo) => runRiskPipeline(rheo, log));
+      const unscorable = [40, 80, 120, 160, 200, 240];
+      expect(result.deadLettered.map((d) => d.trade)).toEqual(unscorable);
+      expect(result.deadLettered.every((d) => /negative notional cannot be scored/.test(d.reason ?? ''))).toBe(true);
+      expect(result.warehoused + result.audited + result.deadLettered.length).toBe(result.events);
+      expect(result.audited).toBeGreaterThan(0);
+      // Every seventh trade bound for the warehouse was retried once, then acked at attempt 2.
+      expect(result.retried).toBeGreaterThan(0);
+      expect(result.largestWarehouseBatch).toBeLessThanOrEqual(50); // maxDemand 50: a batch of 100 never fills
+      expect(Object.values(result.frontiers).reduce((a, b) => a + b, 0)).toBe(result.events);
+      expect(result.lag).toBe(0);
+    });
+
+    it('consume modes: both groups handle every event; partition ownership in sequence order', async () => {
+      const result = await withRheo((rheo) => runConsumeModes(rheo, log));
+      expect(result).toEqual({
+        events: 30,
+        competingHandled: 30,
+        partitionHandled: 30,
+        partitionsInOrder: true,
+        competingLag: 0,
+        partitionLag: 0,
+      });
+    });
+
+    it('competing consumers: two consumers of one group do disjoint work that covers the stream', async () => {
+      const result = await withRheo((rheo) => runCompetingConsumers(rheo, log));
+      expect(result.overlap).toBe(0);
+      expect(result.covered).toBe(40);
+      expect(result.perConsumer['worker-a']! + result.perConsumer['worker-b']!).toBe(40);
+      expect(result.lag).toBe(0);
+    });
+
+    it('replay from a point: startAfter reads 7..10; a replay from 8 redelivers 8..10 at attempt 1', async () => {
+      const result = await withRheo((rheo) => runReplayFromPoint(rheo, log));
+      expect(result).toEqual({
+        firstRead: [7, 8, 9, 10],
+        frontierAfterFirst: 10,
+        replayed: [
+          [8, 1],
+          [9, 1],
+          [10, 1],
+        ],
+        frontierAfterReplay: 7,
+        lag: 0,
+      });
+    });
+
     it('the runner knows every example', () => {
-      expect(examples.map((e) => e.name)).toEqual(['consumer-groups', 'plain-consumer', 'flow-stages', 'broadway-pipeline', 'failure-mapping']);
+      expect(examples.map((e) => e.name)).toEqual([
+        'consumer-groups',
+        'plain-consumer',
+        'flow-stages',
+        'broadway-pipeline',
+        'failure-mapping',
+        'risk-pipeline',
+        'consume-modes',
+        'competing-consumers',
+        'replay-from-point',
+      ]);
     });
   });
 }
