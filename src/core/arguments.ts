@@ -482,3 +482,24 @@ export function normalizeTrim(options: unknown): Omit<TrimRequest, 'limit'> {
   }
   return { before, keep, force: options.force === true };
 }
+
+/** Destructive calls need `{ confirm: true }`; anything else is `confirm_required` and changes nothing. */
+export function assertConfirmed(options: unknown, what: string, details: { stream: string; group?: string }): void {
+  let confirmed = false;
+  try {
+    confirmed = options !== null && typeof options === 'object' && (options as { confirm?: unknown }).confirm === true;
+  } catch {
+    confirmed = false;
+  }
+  if (!confirmed) throw new RheoError('confirm_required', `${what}; pass { confirm: true }`, details);
+}
+
+/** An array's length, read once; an array-like Proxy whose traps throw is bad input, not a crash. */
+export function arrayLength(what: string, items: unknown): number {
+  try {
+    if (Array.isArray(items)) return items.length;
+  } catch (error) {
+    throw invalidArgument(`${what} could not read its array: ${messageOf(error)}`, { cause: error });
+  }
+  throw invalidArgument(`${what} expects an array, got ${describe(items)}`);
+}
