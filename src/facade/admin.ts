@@ -1,7 +1,7 @@
 import type { TrimReport } from '../core/backend.js';
 import { requireCapability } from '../core/capabilities.js';
-import { MAX_PARTITIONS, assertConfirmed, assertOptions, normalizePartitions } from '../core/arguments.js';
-import { normalizeRetention, normalizeStart, normalizeTrim } from '../core/arguments.js';
+import { MAX_PARTITIONS, assertConfirmed, assertOptions, normalizePartitions } from '../core/arguments/common.js';
+import { normalizeRetention, normalizeStart, normalizeTrim } from '../core/arguments/admin.js';
 import type { PingResult } from '../core/health.js';
 import type {
   CallOptions,

@@ -1,6 +1,6 @@
 import type { Backend, GroupMembership, LeaseRef, OwnershipStore, RetentionStore } from '../core/backend.js';
 import { capability, hasCapability } from '../core/capabilities.js';
-import { arrayLength, assertOptions, messageOf } from '../core/arguments.js';
+import { arrayLength, assertOptions, messageOf } from '../core/arguments/common.js';
 import { callScope, runCancellable, type CallScope, type CallTarget } from '../core/call-options.js';
 import type { Clock } from '../core/clock.js';
 import { RheoError, invalidArgument, isRheoError } from '../core/errors.js';

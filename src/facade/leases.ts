@@ -1,6 +1,6 @@
 import type { LeaseRef, SettleOp } from '../core/backend.js';
-import { MAX_LEASE_MS, MAX_LIMIT, assertOptions, messageOf, normalizePartitions } from '../core/arguments.js';
-import { leaseRef, settleOp } from '../core/arguments.js';
+import { MAX_LEASE_MS, MAX_LIMIT, assertOptions, messageOf, normalizePartitions } from '../core/arguments/common.js';
+import { leaseRef, settleOp } from '../core/arguments/leases.js';
 import type { CallScope } from '../core/call-options.js';
 import { RheoError, invalidArgument } from '../core/errors.js';
 import type {

@@ -1,7 +1,7 @@
 import type { AppendOutcome, TransactionClient } from '../core/backend.js';
 import { capability, requireCapability } from '../core/capabilities.js';
-import { MAX_LIMIT, MAX_PARTITIONS, assertOptions } from '../core/arguments.js';
-import { assertBatchSize, normalizeQuery, prepareAppend } from '../core/arguments.js';
+import { MAX_LIMIT, MAX_PARTITIONS, assertOptions } from '../core/arguments/common.js';
+import { assertBatchSize, normalizeQuery, prepareAppend } from '../core/arguments/log.js';
 import { RheoError, invalidArgument } from '../core/errors.js';
 import { queryPages } from '../core/query-pages.js';
 import type {

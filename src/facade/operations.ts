@@ -1,6 +1,6 @@
-import { MAX_LIMIT, assertConfirmed, assertOptions, normalizePartitions } from '../core/arguments.js';
-import { normalizeEventIds, normalizeReplay } from '../core/arguments.js';
-import { normalizeStart } from '../core/arguments.js';
+import { MAX_LIMIT, assertConfirmed, assertOptions, normalizePartitions } from '../core/arguments/common.js';
+import { normalizeEventIds, normalizeReplay } from '../core/arguments/operations.js';
+import { normalizeStart } from '../core/arguments/admin.js';
 import type {
   DeadLetter,
   DeadLetterOptions,

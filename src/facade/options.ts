@@ -1,5 +1,5 @@
 import type { Backend } from '../core/backend.js';
-import { MAX_LEASE_MS, MAX_LIMIT, assertOptions } from '../core/arguments.js';
+import { MAX_LEASE_MS, MAX_LIMIT, assertOptions } from '../core/arguments/common.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { invalidArgument } from '../core/errors.js';
 import {

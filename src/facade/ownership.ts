@@ -1,5 +1,5 @@
 import type { GroupMembership, MemberView } from '../core/backend.js';
-import { MAX_LIMIT, assertOptions } from '../core/arguments.js';
+import { MAX_LIMIT, assertOptions } from '../core/arguments/common.js';
 import {
   assertDistinctPartitions,
   assertMemberId,
