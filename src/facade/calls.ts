@@ -10,18 +10,6 @@ import { optionalInteger } from '../core/validation.js';
 import type { RheoTelemetry } from '../observability/telemetry.js';
 import type { RuntimeDefaults } from '../runtime/sources.js';
 
-/** What a facade call needs from its instance; `Rheo` builds one and hands it to every area. */
-export interface FacadeSettings {
-  readonly backend: Backend;
-  readonly clock: Clock;
-  readonly defaults: Readonly<RuntimeDefaults>;
-  readonly limits: Readonly<RheoLimits>;
-  readonly logger: Logger;
-  readonly telemetry: RheoTelemetry | null;
-  /** Events deleted per backend call by `trim`. */
-  readonly trimBatchSize: number;
-}
-
 /**
  * The call machinery every area of the facade shares: the instance's
  * settings and lifecycle, and the one way a validated call reaches the
@@ -36,12 +24,14 @@ export class FacadeCalls {
   readonly limits: Readonly<RheoLimits>;
   readonly logger: Logger;
   readonly telemetry: RheoTelemetry | null;
+  /** Events deleted per backend call by `trim`. */
   readonly trimBatchSize: number;
   #closed = false;
   /** Settles outlive `closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
 
-  constructor(settings: FacadeSettings) {
+  /** The instance's settings, resolved by `Rheo`. */
+  constructor(settings: Pick<FacadeCalls, 'backend' | 'clock' | 'defaults' | 'limits' | 'logger' | 'telemetry' | 'trimBatchSize'>) {
     this.backend = settings.backend;
     this.clock = settings.clock;
     this.defaults = settings.defaults;

@@ -14,8 +14,12 @@ import { describe, optionalInteger } from '../core/validation.js';
 import { DEFAULT_TRIM_BATCH } from '../retention/trim-batches.js';
 import type { RuntimeDefaults } from '../runtime/sources.js';
 
-/** The instance defaults (runtime/sources.ts). */
-export type RheoDefaults = RuntimeDefaults;
+/**
+ * The instance defaults every producer and consumer resolves its options
+ * against: the runtime's `RuntimeDefaults`, under the name users see.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- an alias would leave the runtime's type undocumented
+export interface RheoDefaults extends RuntimeDefaults {}
 
 export interface RheoOptions {
   /** Defaults to a fresh in-memory backend using `clock`. */
