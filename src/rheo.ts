@@ -1,46 +1,17 @@
-import type { AppendOutcome, Backend, OwnershipStore, RetentionStore, BackendCapabilities, GroupMembership, LeaseRef, MemberView, SettleOp, TransactionClient, TrimReport } from './core/backend.js';
-import { capability, hasCapability, requireCapability } from './core/capabilities.js';
-import {
-  assertDistinctPartitions,
-  assertMemberId,
-  commitOp,
-  heartbeatRequest,
-  ownershipFence,
-  type CommitInput,
-  type HeartbeatOptions,
-  type OwnershipFenceInput,
-} from './core/ownership-arguments.js';
-import { RheoTransaction } from './transaction/rheo-transaction.js';
+/*
+ * Past ~400 lines on purpose: this is the whole public surface of an
+ * instance, 48 members that each delegate in one line to their area under
+ * facade/, and the JSDoc on them is the API reference users read. Splitting
+ * the class would split that reference; the work itself lives in facade/.
+ */
+import type { Backend, BackendCapabilities, GroupMembership, MemberView, TransactionClient, TrimReport } from './core/backend.js';
+import { requireCapability } from './core/capabilities.js';
+import type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from './core/ownership-arguments.js';
+import type { RheoTransaction } from './transaction/rheo-transaction.js';
 import type { PingResult } from './core/health.js';
-import { queryPages } from './core/query-pages.js';
-import {
-  MAX_LEASE_MS,
-  MAX_LIMIT,
-  MAX_PARTITIONS,
-  assertBatchSize,
-  assertOptions,
-  leaseRef,
-  messageOf,
-  normalizeEventIds,
-  normalizePartitions,
-  normalizeQuery,
-  normalizeReplay,
-  normalizeRetention,
-  normalizeStart,
-  normalizeTrim,
-  prepareAppend,
-  settleOp,
-} from './core/arguments.js';
-import { systemClock, type Clock } from './core/clock.js';
-import { callScope, runCancellable, type CallScope, type CallTarget } from './core/call-options.js';
-import {
-  DEFAULT_MAX_BATCH_BYTES,
-  DEFAULT_MAX_EVENT_BYTES,
-  DEFAULT_MAX_FETCH_BYTES,
-  MAX_CONFIGURABLE_BYTES,
-  type RheoLimits,
-} from './core/limits.js';
-import { RheoError, invalidArgument, isRheoError } from './core/errors.js';
+import type { Clock } from './core/clock.js';
+import type { RheoLimits } from './core/limits.js';
+import { RheoError, invalidArgument } from './core/errors.js';
 import { resolveLogger, silentLogger, type Logger } from './core/logger.js';
 import { attachTelemetry, createTelemetry, type RheoTelemetry } from './observability/telemetry.js';
 import type {
@@ -74,58 +45,26 @@ import type {
   StreamOptions,
   TrimOptions,
 } from './core/types.js';
-import { assertName, assertString, describe, optionalInteger } from './core/validation.js';
+import { describe } from './core/validation.js';
 import { memoryBackend } from './backends/memory/memory-backend.js';
 import { RheoProducer } from './producer/rheo-producer.js';
-import type { RheoDefaults } from './runtime/sources.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
 import { BackgroundTrimmer } from './retention/background-trimmer.js';
-import { DEFAULT_TRIM_BATCH, trimInBatches } from './retention/trim-batches.js';
 import { PartitionConsumer } from './consumer/partition-consumer.js';
 import type { PartitionConsumeOptions } from './consumer/partition-options.js';
 import { trackGroupReader } from './observability/same-group-warning.js';
 import { observePartitionConsumer } from './observability/partition-diagnostics.js';
+import { FacadeCalls } from './facade/calls.js';
+import { resolveOptions, type RheoDefaults, type RheoOptions } from './facade/options.js';
+import * as admin from './facade/admin.js';
+import * as log from './facade/log.js';
+import * as leaseCalls from './facade/leases.js';
+import * as operations from './facade/operations.js';
+import * as ownership from './facade/ownership.js';
 
-export type { RheoDefaults } from './runtime/sources.js';
-
-export interface RheoOptions {
-  /** Defaults to a fresh in-memory backend using `clock`. */
-  backend?: Backend;
-  defaults?: Partial<RheoDefaults>;
-  /** Time source for the default memory backend and for rheo's own timers. */
-  clock?: Clock;
-  /** Event and batch size limits (core/limits.ts); defaults 1 MiB per event, 64 MiB per batch. */
-  limits?: Partial<RheoLimits>;
-  /**
-   * A pino-compatible logger (`debug/info/warn/error(fields, message)`) for
-   * what happens outside any call's answer: fetch failures and their
-   * backoff, renewal failures, lost leases, failed settles, handler
-   * failures, consumer stops, dropped and reopened connections, applied
-   * migrations. Default: silent.
-   */
-  logger?: Logger;
-  /**
-   * OpenTelemetry spans and metrics (docs/observability.md) when
-   * `@opentelemetry/api` is installed; providers registered with the API are
-   * used. `false` keeps this instance from loading or reporting anything.
-   * Default `true`.
-   */
-  telemetry?: boolean;
-  /** The background trimmer (docs/semantics.md, "Background trimming"). */
-  retention?: Partial<RetentionTrimmerOptions>;
-}
-
-export interface RetentionTrimmerOptions {
-  /** Run the background trimmer at all. Default true. */
-  enabled: boolean;
-  /** Time between passes over the streams that have retention. Default 60 s. */
-  intervalMs: number;
-  /** Events deleted per backend call (one short transaction on PostgreSQL). Default 10,000. */
-  batchSize: number;
-}
-
+export type { RheoDefaults, RheoOptions, RetentionTrimmerOptions } from './facade/options.js';
 export type { SettleRequest } from './core/types.js';
 
 export function createRheo(options: RheoOptions = {}): Rheo {
@@ -135,6 +74,10 @@ export function createRheo(options: RheoOptions = {}): Rheo {
 /**
  * The facade: validates and normalises every argument, then delegates to the
  * backend. A call that fails validation reaches no backend, so it writes nothing.
+ *
+ * Each area lives in its own file under `facade/` (admin, log, leases,
+ * operations, ownership) over the call machinery of `facade/calls.ts`; this
+ * class holds the instance's state and delegates.
  */
 export class Rheo {
   readonly backend: Backend;
@@ -145,71 +88,45 @@ export class Rheo {
   readonly limits: Readonly<RheoLimits>;
   /** The background trimmer; `null` when disabled. `runOnce()` runs a pass now. */
   readonly trimmer: BackgroundTrimmer | null;
-  readonly #trimBatchSize: number;
   /** Where rheo's own diagnostics go (`options.logger`; silent by default). */
   readonly logger: Logger;
   readonly #telemetry: RheoTelemetry | null;
-  #closed = false;
-  /** Settles outlive `#closed` until the attached producers and consumers have ended. */
-  #settlesClosed = false;
+  readonly #calls: FacadeCalls;
   #closing: Promise<void> | null = null;
 
   constructor(options: RheoOptions = {}) {
-    if (options === null || typeof options !== 'object') throw invalidArgument('createRheo options must be an object');
-    this.clock = options.clock ?? systemClock;
-    const d = options.defaults ?? {};
-    this.defaults = Object.freeze({
-      leaseMs: optionalInteger('defaults.leaseMs', d.leaseMs, 30_000, { min: 1, max: MAX_LEASE_MS }),
-      maxAttempts: optionalInteger('defaults.maxAttempts', d.maxAttempts, 5, { min: 1, max: 1_000_000 }),
-      maxDemand: optionalInteger('defaults.maxDemand', d.maxDemand, 10, { min: 1, max: MAX_LIMIT }),
-      pollMs: optionalInteger('defaults.pollMs', d.pollMs, 200, { min: 1, max: 3600_000 }),
-      maxFetchBytes: optionalInteger('defaults.maxFetchBytes', d.maxFetchBytes, DEFAULT_MAX_FETCH_BYTES, {
-        min: 1,
-        max: MAX_CONFIGURABLE_BYTES,
-      }),
-    });
-    const l = options.limits ?? {};
-    assertOptions('limits', l);
-    this.limits = Object.freeze({
-      maxEventBytes: optionalInteger('limits.maxEventBytes', l.maxEventBytes, DEFAULT_MAX_EVENT_BYTES, {
-        min: 2,
-        max: MAX_CONFIGURABLE_BYTES,
-      }),
-      maxBatchBytes: optionalInteger('limits.maxBatchBytes', l.maxBatchBytes, DEFAULT_MAX_BATCH_BYTES, {
-        min: 2,
-        max: MAX_CONFIGURABLE_BYTES,
-      }),
-    });
-    const r = options.retention ?? {};
-    assertOptions('retention', r);
-    if (r.enabled !== undefined && typeof r.enabled !== 'boolean') {
-      throw invalidArgument(`retention.enabled must be a boolean, got ${describe(r.enabled)}`);
-    }
-    const intervalMs = optionalInteger('retention.intervalMs', r.intervalMs, 60_000, { min: 1, max: 2_147_483_647 });
-    const batchSize = optionalInteger('retention.batchSize', r.batchSize, DEFAULT_TRIM_BATCH, { min: 1, max: 1_000_000 });
-    this.#trimBatchSize = batchSize;
-    if (options.telemetry !== undefined && typeof options.telemetry !== 'boolean') {
-      throw invalidArgument(`telemetry must be true or false, got ${describe(options.telemetry)}`);
-    }
+    const resolved = resolveOptions(options);
+    this.clock = resolved.clock;
+    this.defaults = resolved.defaults;
+    this.limits = resolved.limits;
     this.logger = resolveLogger(options.logger);
     this.backend = options.backend ?? memoryBackend({ clock: this.clock });
     if (this.logger !== silentLogger) this.backend.useLogger?.(this.logger);
-    this.#telemetry = options.telemetry === false ? null : createTelemetry(this.clock, (stream, group) => this.backend.lag(stream, group));
+    this.#telemetry = resolved.telemetry ? createTelemetry(this.clock, (stream, group) => this.backend.lag(stream, group)) : null;
     attachTelemetry(this, this.#telemetry);
+    this.#calls = new FacadeCalls({
+      backend: this.backend,
+      clock: this.clock,
+      defaults: this.defaults,
+      limits: this.limits,
+      logger: this.logger,
+      telemetry: this.#telemetry,
+      trimBatchSize: resolved.trimmer.batchSize,
+    });
     // Last: nothing after this may throw, or the constructor would leave a timer behind.
-    this.trimmer =
-      r.enabled === false ? null : new BackgroundTrimmer(this.backend, { intervalMs, batchSize, maxBatchesPerPass: 100 });
+    const { enabled, intervalMs, batchSize } = resolved.trimmer;
+    this.trimmer = enabled ? new BackgroundTrimmer(this.backend, { intervalMs, batchSize, maxBatchesPerPass: 100 }) : null;
     this.trimmer?.start();
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#calls.closed;
   }
 
-  async migrate(options: CallOptions = {}): Promise<void> {
-    this.#assertOpen();
-    const scope = this.#scope('migrate options', options);
-    await this.#call(() => this.backend.migrate(), scope, { action: 'migrate', writes: true });
+  // ---- administration (facade/admin.ts) ----------------------------------
+
+  migrate(options: CallOptions = {}): Promise<void> {
+    return admin.migrate(this.#calls, options);
   }
 
   /** What the backend supports (read-only); see `BackendCapabilities`. */
@@ -222,12 +139,8 @@ export class Rheo {
    * timed on the monotonic clock, never the injectable one, which a test
    * may hold still. An unreachable store is `backend_unavailable`.
    */
-  async ping(options: CallOptions = {}): Promise<PingResult> {
-    this.#assertOpen();
-    const scope = this.#scope('ping options', options);
-    const started = performance.now();
-    const schemaVersion = await this.#call(() => this.backend.ping(), scope, { action: 'ping', writes: false });
-    return { backend: this.backend.name, roundTripMs: performance.now() - started, schemaVersion };
+  ping(options: CallOptions = {}): Promise<PingResult> {
+    return admin.ping(this.#calls, options);
   }
 
   /**
@@ -241,52 +154,24 @@ export class Rheo {
    * keep the process alive.
    */
   close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
+    this.#closing ??= admin.shutdown(this.#calls, this.#attached, this.trimmer);
     return this.#closing;
-  }
-
-  async #shutdown(): Promise<void> {
-    this.#closed = true;
-    try {
-      await Promise.allSettled([...[...this.#attached].map((end) => end()), this.trimmer?.close()]);
-    } finally {
-      this.#settlesClosed = true;
-      this.#telemetry?.close();
-      await this.backend.close();
-    }
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
 
-  // ---- streams and groups -------------------------------------------------
-
-  async createStream(name: string, options: StreamOptions = {}): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', name);
-    assertOptions('createStream options', options);
-    const partitions = optionalInteger('partitions', options.partitions, 1, { min: 1, max: MAX_PARTITIONS });
-    const retention = options.retention === undefined ? null : normalizeRetention(options.retention);
-    if (options.retention !== undefined) requireCapability(this.backend, 'retention', 'createStream with a retention option');
-    await this.#call(() => this.backend.createStream(name, partitions, retention), this.#scope('createStream options', options), {
-      action: `create stream "${name}"`,
-      writes: true,
-      stream: name,
-    });
+  createStream(name: string, options: StreamOptions = {}): Promise<void> {
+    return admin.createStream(this.#calls, name, options);
   }
 
   /**
    * Sets (or with `null` clears) the stream's retention; the background
    * trimmer applies it. See docs/semantics.md, "Retention".
    */
-  async setRetention(stream: string, retention: Retention | null, options: CallOptions = {}): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    const policy = normalizeRetention(retention);
-    const scope = this.#scope('setRetention options', options);
-    const backend = this.#retention('setRetention');
-    await this.#call(() => backend.setRetention(stream, policy), scope, { action: `set retention of stream "${stream}"`, writes: true, stream });
+  setRetention(stream: string, retention: Retention | null, options: CallOptions = {}): Promise<void> {
+    return admin.setRetention(this.#calls, stream, retention, options);
   }
 
   /**
@@ -295,165 +180,61 @@ export class Rheo {
    * retention allows when neither is given; only what every group has settled
    * unless `force`. Runs in bounded batches until nothing more may go.
    */
-  async trim(stream: string, options: TrimOptions = {}): Promise<TrimReport> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    const request = normalizeTrim(options);
-    const scope = this.#scope('trim options', options);
-    this.#retention('trim');
-    return this.#call(() => trimInBatches(this.backend, stream, { ...request, limit: this.#trimBatchSize }), scope, {
-      action: `trim stream "${stream}"`,
-      writes: true,
-      stream,
-    });
+  trim(stream: string, options: TrimOptions = {}): Promise<TrimReport> {
+    return admin.trim(this.#calls, stream, options);
   }
 
   /** Deletes a group's progress, leases and dead letters. Requires `{ confirm: true }`. */
-  async deleteGroup(stream: string, group: string, options: DeleteOptions): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertConfirmed(options, `deleteGroup on stream "${stream}", group "${group}" deletes the group's progress and dead letters`, { stream, group });
-    const scope = this.#scope('deleteGroup options', options);
-    const backend = this.#retention('deleteGroup');
-    await this.#call(() => backend.deleteGroup(stream, group), scope, { action: `delete group "${group}" of stream "${stream}"`, writes: true, stream, group });
+  deleteGroup(stream: string, group: string, options: DeleteOptions): Promise<void> {
+    return admin.deleteGroup(this.#calls, stream, group, options);
   }
 
   /** Deletes a stream with its events and groups; the name can be created again. Requires `{ confirm: true }`. */
-  async deleteStream(stream: string, options: DeleteOptions): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertConfirmed(options, `deleteStream on stream "${stream}" deletes its events and every group`, { stream });
-    const scope = this.#scope('deleteStream options', options);
-    const backend = this.#retention('deleteStream');
-    await this.#call(() => backend.deleteStream(stream), scope, { action: `delete stream "${stream}"`, writes: true, stream });
+  deleteStream(stream: string, options: DeleteOptions): Promise<void> {
+    return admin.deleteStream(this.#calls, stream, options);
   }
 
-  async listStreams(options: CallOptions = {}): Promise<StreamInfo[]> {
-    this.#assertOpen();
-    const scope = this.#scope('listStreams options', options);
-    return this.#call(() => this.backend.listStreams(), scope, { action: 'list streams', writes: false });
+  listStreams(options: CallOptions = {}): Promise<StreamInfo[]> {
+    return admin.listStreams(this.#calls, options);
   }
 
-  async createGroup(stream: string, group: string, options: GroupOptions = {}): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertOptions('createGroup options', options);
-    const start = normalizeStart(options.startAfter, options.startAt);
-    const maxAttempts = optionalInteger('maxAttempts', options.maxAttempts, this.defaults.maxAttempts, {
-      min: 1,
-      max: 1_000_000,
-    });
-    const partitions = normalizePartitions(options.partitions);
-    await this.#call(
-      () => this.backend.createGroup(stream, group, { start, maxAttempts, partitions }),
-      this.#scope('createGroup options', options),
-      { action: `create group "${group}" on stream "${stream}"`, writes: true, stream, group },
-    );
+  createGroup(stream: string, group: string, options: GroupOptions = {}): Promise<void> {
+    return admin.createGroup(this.#calls, stream, group, options);
   }
 
-  async listGroups(stream: string, options: CallOptions = {}): Promise<string[]> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    const scope = this.#scope('listGroups options', options);
-    return this.#call(() => this.backend.listGroups(stream), scope, { action: `list groups of stream "${stream}"`, writes: false, stream });
+  listGroups(stream: string, options: CallOptions = {}): Promise<string[]> {
+    return admin.listGroups(this.#calls, stream, options);
   }
 
-  async groupInfo(stream: string, group: string, options: CallOptions = {}): Promise<GroupInfo> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    const scope = this.#scope('groupInfo options', options);
-    const info = await this.#call(() => this.backend.groupInfo(stream, group), scope, {
-      action: `describe group "${group}" of stream "${stream}"`,
-      writes: false,
-      stream,
-      group,
-    });
-    const membership = await this.#membershipIfOwned(stream, group);
-    return membership ? { ...info, membership } : info;
+  groupInfo(stream: string, group: string, options: CallOptions = {}): Promise<GroupInfo> {
+    return admin.groupInfo(this.#calls, stream, group, options);
   }
 
-  // ---- the log ------------------------------------------------------------
+  // ---- the log (facade/log.ts) -------------------------------------------
 
   /** Resolves to the stored event with `existed`: whether an event with the input's `id` was already stored. */
-  async append<T extends JsonValue = JsonValue>(
-    stream: string,
-    input: AppendInput<T>,
-    options: CallOptions = {},
-  ): Promise<AppendedEvent<T>> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    const prepared = prepareAppend(this.clock, input, 'append input', {
-      stream,
-      maxEventBytes: this.limits.maxEventBytes,
-    });
-    const scope = this.#scope('append options', options);
-    const [outcome] = await this.#traced(
-      this.#telemetry?.send(stream, [prepared], this.limits),
-      () => this.backend.append(stream, [prepared]),
-      scope,
-      { action: `append to stream "${stream}"`, writes: true, stream },
-    );
-    if (!outcome) throw new RheoError('internal', `append to stream "${stream}" returned no event`, { stream });
-    return appended<T>(outcome);
+  append<T extends JsonValue = JsonValue>(stream: string, input: AppendInput<T>, options: CallOptions = {}): Promise<AppendedEvent<T>> {
+    return log.append(this.#calls, stream, input, options);
   }
 
   /**
    * All or nothing: one bad input rejects the whole batch before anything is
    * written. One event per input, in order, each with `existed`.
    */
-  async appendBatch<T extends JsonValue = JsonValue>(
+  appendBatch<T extends JsonValue = JsonValue>(
     stream: string,
     inputs: AppendInput<T>[],
     options: CallOptions = {},
   ): Promise<AppendedEvent<T>[]> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    const scope = this.#scope('appendBatch options', options);
-    if (!Array.isArray(inputs)) throw invalidArgument(`appendBatch expects an array of inputs, got ${describe(inputs)}`);
-    if (inputs.length > 100_000) throw invalidArgument('appendBatch accepts at most 100000 inputs per call');
-    const limits = { stream, maxEventBytes: this.limits.maxEventBytes };
-    const prepared = inputs.map((input, i) => prepareAppend(this.clock, input, `appendBatch input [${i}]`, limits));
-    if (prepared.length === 0) return [];
-    assertBatchSize(stream, prepared, this.limits.maxBatchBytes);
-    const outcomes = await this.#traced(
-      this.#telemetry?.send(stream, prepared, this.limits),
-      () => this.backend.append(stream, prepared),
-      scope,
-      { action: `append a batch to stream "${stream}"`, writes: true, stream },
-    );
-    return outcomes.map((outcome) => appended<T>(outcome));
+    return log.appendBatch(this.#calls, stream, inputs, options);
   }
 
-  async read<T extends JsonValue = JsonValue>(stream: string, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertOptions('read options', options);
-    const partition = optionalInteger('partition', options.partition, 0, { max: MAX_PARTITIONS });
-    const after = optionalInteger('after', options.after, 0);
-    const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
-    const maxBytes = this.#maxBytes(options.maxBytes);
-    const scope = this.#scope('read options', options);
-    return (await this.#call(() => this.backend.read(stream, partition, after, limit, maxBytes), scope, {
-      action: `read stream "${stream}"`,
-      writes: false,
-      stream,
-    })) as RheoEvent<T>[];
+  read<T extends JsonValue = JsonValue>(stream: string, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
+    return log.read<T>(this.#calls, stream, options);
   }
 
-  async query<T extends JsonValue = JsonValue>(stream: string, options: QueryOptions = {}): Promise<QueryResult<T>> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertOptions('query options', options);
-    const q = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
-    const scope = this.#scope('query options', options);
-    return (await this.#call(() => this.backend.query(stream, q), scope, {
-      action: `query stream "${stream}"`,
-      writes: false,
-      stream,
-    })) as QueryResult<T>;
+  query<T extends JsonValue = JsonValue>(stream: string, options: QueryOptions = {}): Promise<QueryResult<T>> {
+    return log.query<T>(this.#calls, stream, options);
   }
 
   /**
@@ -464,16 +245,7 @@ export class Rheo {
    * `for await` early fetches nothing more.
    */
   queryAll<T extends JsonValue = JsonValue>(stream: string, options: QueryOptions = {}): AsyncIterable<RheoEvent<T>> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertOptions('query options', options);
-    const first = normalizeQuery(stream, options, this.defaults.maxFetchBytes);
-    const scope = this.#scope('query options', options);
-    const target = { action: `query stream "${stream}"`, writes: false, stream };
-    return queryPages<T>(first, async (q) => {
-      this.#assertOpen();
-      return (await this.#call(() => this.backend.query(stream, q), scope, target)) as QueryResult<T>;
-    }, stream);
+    return log.queryAll<T>(this.#calls, stream, options);
   }
 
   /**
@@ -487,16 +259,7 @@ export class Rheo {
    * `transactions` capability (memory).
    */
   transaction(client: TransactionClient): RheoTransaction {
-    this.#assertOpen();
-    requireCapability(this.backend, 'transactions', 'transaction');
-    if (client === null || typeof client !== 'object' || typeof (client as { query?: unknown }).query !== 'function') {
-      throw invalidArgument(`transaction expects a pg client with a transaction begun on it, got ${describe(client)}`);
-    }
-    const backend = this.backend;
-    if (typeof backend.transaction !== 'function') {
-      throw new RheoError('unsupported', `the ${backend.name} backend declares transactions but does not implement transaction()`);
-    }
-    return new RheoTransaction(this, backend.transaction(client));
+    return log.transaction(this.#calls, client);
   }
 
   // ---- consuming ----------------------------------------------------------
@@ -562,105 +325,55 @@ export class Rheo {
     return consumer;
   }
 
-  async fetch<T extends JsonValue = JsonValue>(
-    stream: string,
-    group: string,
-    options: FetchOptions = {},
-  ): Promise<Lease<T>[]> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertOptions('fetch options', options);
-    const limit = optionalInteger('limit', options.limit, 10, { min: 1, max: MAX_LIMIT });
-    const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
-    let consumerId = 'anonymous';
-    if (options.consumerId !== undefined) {
-      assertString('consumerId', options.consumerId);
-      consumerId = options.consumerId;
-    }
-    const partitions = normalizePartitions(options.partitions);
-    const maxBytes = this.#maxBytes(options.maxBytes);
-    const scope = this.#scope('fetch options', options);
-    return (await this.#traced(
-      this.#telemetry?.receive(stream, group, consumerId),
-      () => this.backend.fetch(stream, group, { limit, consumerId, leaseMs, partitions, maxBytes }),
-      scope,
-      { action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group },
-    )) as Lease<T>[];
+  // ---- leases (facade/leases.ts) -----------------------------------------
+
+  fetch<T extends JsonValue = JsonValue>(stream: string, group: string, options: FetchOptions = {}): Promise<Lease<T>[]> {
+    return leaseCalls.fetch<T>(this.#calls, stream, group, options);
   }
 
   /** Extends a live lease. Fenced: `stale_lease` unless the lease is still held under this `leaseId`. */
-  async renew<T>(lease: Lease<T>, options: RenewOptions = {}): Promise<Lease<T>> {
-    this.#assertOpen();
-    const { ref, copy } = renewable(lease, 'renew');
-    assertOptions('renew options', options);
-    const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
-    const scope = this.#scope('renew options', options);
-    const [result] = await this.#call(() => this.backend.renew([ref], leaseMs), scope, () => leaseTarget('renew', ref));
-    if (!result?.ok) throw result?.error ?? new RheoError('internal', 'renew returned no result');
-    return { ...copy, expiresAt: result.expiresAt };
+  renew<T>(lease: Lease<T>, options: RenewOptions = {}): Promise<Lease<T>> {
+    return leaseCalls.renew(this.#calls, lease, options);
   }
 
   /** Renews many leases in one backend call; one result per lease, in order. */
-  async renewMany<T>(
-    leases: Lease<T>[],
-    options: RenewOptions = {},
-  ): Promise<Array<{ ok: true; lease: Lease<T> } | { ok: false; error: RheoError }>> {
-    this.#assertOpen();
-    assertOptions('renew options', options);
-    const leaseMs = optionalInteger('leaseMs', options.leaseMs, this.defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
-    const scope = this.#scope('renew options', options);
-    return this.#perItem(
-      'renewMany',
-      scope,
-      leases,
-      (lease) => renewable(lease, 'renewMany'),
-      async (valid) => {
-        const results = await this.backend.renew(
-          valid.map((v) => v.ref),
-          leaseMs,
-        );
-        return results.map((r, i) => (r.ok ? { ok: true as const, lease: { ...valid[i]!.copy, expiresAt: r.expiresAt } } : r));
-      },
-    );
+  renewMany<T>(leases: Lease<T>[], options: RenewOptions = {}): Promise<Array<{ ok: true; lease: Lease<T> } | { ok: false; error: RheoError }>> {
+    return leaseCalls.renewMany(this.#calls, leases, options);
   }
 
-  async ack(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'ack', lease }, 'ack'), this.#scope('ack options', options));
+  ack(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
+    return leaseCalls.ack(this.#calls, lease, options);
   }
 
   /** Retry later (after `delayMs`, default 0). At `attempt >= maxAttempts` this dead-letters. */
-  async nack(lease: Lease<unknown>, reason?: string | null, options: NackOptions = {}): Promise<void> {
-    assertOptions('nack options', options);
-    await this.#settleOne(settleOp({ kind: 'nack', lease, reason, delayMs: options.delayMs }, 'nack'), this.#scope('nack options', options));
+  nack(lease: Lease<unknown>, reason?: string | null, options: NackOptions = {}): Promise<void> {
+    return leaseCalls.nack(this.#calls, lease, reason, options);
   }
 
   /** Dead-letter now. */
-  async reject(lease: Lease<unknown>, reason?: string | null, options: CallOptions = {}): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'reject', lease, reason }, 'reject'), this.#scope('reject options', options));
+  reject(lease: Lease<unknown>, reason?: string | null, options: CallOptions = {}): Promise<void> {
+    return leaseCalls.reject(this.#calls, lease, reason, options);
   }
 
   /** Give the delivery back unprocessed, without spending an attempt. */
-  async release(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
-    await this.#settleOne(settleOp({ kind: 'release', lease }, 'release'), this.#scope('release options', options));
+  release(lease: Lease<unknown>, options: CallOptions = {}): Promise<void> {
+    return leaseCalls.release(this.#calls, lease, options);
   }
 
   ackMany(leases: Lease<unknown>[], options: CallOptions = {}): Promise<SettleResult[]> {
-    return this.#settleEach('ackMany', leases, (lease) => ({ kind: 'ack', lease }), options);
+    return leaseCalls.ackMany(this.#calls, leases, options);
   }
 
   nackMany(leases: Lease<unknown>[], reason?: string | null, options: NackOptions = {}): Promise<SettleResult[]> {
-    assertOptions('nack options', options);
-    const delayMs = options.delayMs;
-    return this.#settleEach('nackMany', leases, (lease) => ({ kind: 'nack', lease, reason, delayMs }), options);
+    return leaseCalls.nackMany(this.#calls, leases, reason, options);
   }
 
   rejectMany(leases: Lease<unknown>[], reason?: string | null, options: CallOptions = {}): Promise<SettleResult[]> {
-    return this.#settleEach('rejectMany', leases, (lease) => ({ kind: 'reject', lease, reason }), options);
+    return leaseCalls.rejectMany(this.#calls, leases, reason, options);
   }
 
   releaseMany(leases: Lease<unknown>[], options: CallOptions = {}): Promise<SettleResult[]> {
-    return this.#settleEach('releaseMany', leases, (lease) => ({ kind: 'release', lease }), options);
+    return leaseCalls.releaseMany(this.#calls, leases, options);
   }
 
   /**
@@ -668,48 +381,23 @@ export class Rheo {
    * producer to coalesce settles issued close together.
    */
   settleMany(ops: SettleRequest[], options: CallOptions = {}): Promise<SettleResult[]> {
-    return this.#settleEach('settleMany', ops, (op) => op, options);
+    return leaseCalls.settleMany(this.#calls, ops, options);
   }
 
-  // ---- progress and operations -------------------------------------------
+  // ---- progress and operations (facade/operations.ts) --------------------
 
   /**
    * Frontier, high watermark, lag and age of the oldest unsettled event per
    * partition of the group (or only of `partitions`, which the group must
    * cover); `lag` is the sum over the partitions reported.
    */
-  async lag(stream: string, group: string, options: LagOptions = {}): Promise<LagReport> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertOptions('lag options', options);
-    const partitions = normalizePartitions(options.partitions);
-    const scope = this.#scope('lag options', options);
-    const lag = await this.#call(() => this.backend.lag(stream, group, partitions), scope, {
-      action: `lag of group "${group}" on stream "${stream}"`,
-      writes: false,
-      stream,
-      group,
-    });
-    const membership = await this.#membershipIfOwned(stream, group);
-    return membership ? { ...lag, membership } : lag;
+  lag(stream: string, group: string, options: LagOptions = {}): Promise<LagReport> {
+    return operations.lag(this.#calls, stream, group, options);
   }
 
   /** Reopens deliveries for redelivery; the log itself never changes. */
-  async replay(stream: string, group: string, spec: ReplaySpec, options: ReplayOptions = {}): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertOptions('replay options', options);
-    const normalized = normalizeReplay(stream, spec);
-    const partitions = normalizePartitions(options.partitions);
-    const scope = this.#scope('replay options', options);
-    await this.#call(() => this.backend.replay(stream, group, normalized, partitions), scope, {
-      action: `replay group "${group}" of stream "${stream}"`,
-      writes: true,
-      stream,
-      group,
-    });
+  replay(stream: string, group: string, spec: ReplaySpec, options: ReplayOptions = {}): Promise<void> {
+    return operations.replay(this.#calls, stream, group, spec, options);
   }
 
   /**
@@ -717,64 +405,20 @@ export class Rheo {
    * `partitions`: their delivery state and dead letters are dropped and
    * their frontier restarts at the given start. Requires `{ confirm: true }`.
    */
-  async resetGroup(stream: string, group: string, options: ResetOptions): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertConfirmed(options, `resetGroup on stream "${stream}", group "${group}" drops all progress`, { stream, group });
-    const start = normalizeStart(options.startAfter, options.startAt);
-    const partitions = normalizePartitions(options.partitions);
-    const scope = this.#scope('resetGroup options', options);
-    await this.#call(() => this.backend.resetGroup(stream, group, start, partitions), scope, {
-      action: `reset group "${group}" of stream "${stream}"`,
-      writes: true,
-      stream,
-      group,
-    });
+  resetGroup(stream: string, group: string, options: ResetOptions): Promise<void> {
+    return operations.resetGroup(this.#calls, stream, group, options);
   }
 
-  async deadLetters<T extends JsonValue = JsonValue>(
-    stream: string,
-    group: string,
-    options: DeadLetterOptions = {},
-  ): Promise<DeadLetter<T>[]> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertOptions('deadLetters options', options);
-    const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
-    let after: string | null = null;
-    if (options.after !== undefined) {
-      assertString('after', options.after, { min: 1, max: 64 });
-      after = options.after;
-    }
-    const maxBytes = this.#maxBytes(options.maxBytes);
-    const scope = this.#scope('deadLetters options', options);
-    return (await this.#call(() => this.backend.deadLetters(stream, group, limit, after, maxBytes), scope, {
-      action: `list dead letters of group "${group}" on stream "${stream}"`,
-      writes: false,
-      stream,
-      group,
-    })) as DeadLetter<T>[];
+  deadLetters<T extends JsonValue = JsonValue>(stream: string, group: string, options: DeadLetterOptions = {}): Promise<DeadLetter<T>[]> {
+    return operations.deadLetters<T>(this.#calls, stream, group, options);
   }
 
   /** Reopens dead letters (all, or the given event ids) with attempts reset. Returns how many. */
-  async redrive(stream: string, group: string, options: RedriveOptions = {}): Promise<number> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertOptions('redrive options', options);
-    const eventIds = options.eventIds === undefined ? null : normalizeEventIds(options.eventIds);
-    const scope = this.#scope('redrive options', options);
-    return this.#call(() => this.backend.redrive(stream, group, eventIds), scope, {
-      action: `redrive dead letters of group "${group}" on stream "${stream}"`,
-      writes: true,
-      stream,
-      group,
-    });
+  redrive(stream: string, group: string, options: RedriveOptions = {}): Promise<number> {
+    return operations.redrive(this.#calls, stream, group, options);
   }
 
-  // ---- partition ownership (docs/design.md#two-ways-to-consume-a-group) ----
+  // ---- partition ownership (facade/ownership.ts) -------------------------
 
   /**
    * Joins (first call) or keeps a member in the group and returns what it
@@ -784,48 +428,23 @@ export class Rheo {
    * assignment: 'partitions' })` calls this on a timer; call it yourself
    * only to build your own runtime.
    */
-  async heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    const request = heartbeatRequest(options);
-    const backend = this.#ownership('heartbeat');
-    const scope = this.#scope('heartbeat options', options);
-    return this.#call(() => backend.heartbeat(stream, group, request), scope, { action: `heartbeat in group "${group}" of stream "${stream}"`, writes: true, stream, group });
+  heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView> {
+    return ownership.heartbeat(this.#calls, stream, group, options);
   }
 
   /** Ends the member's session and frees what it owns. Idempotent. */
-  async leaveGroup(stream: string, group: string, memberId: string, options: CallOptions = {}): Promise<void> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    assertMemberId(memberId);
-    const backend = this.#ownership('leaveGroup');
-    const scope = this.#scope('leaveGroup options', options);
-    await this.#call(() => backend.leaveGroup(stream, group, memberId), scope, { action: `leave group "${group}" of stream "${stream}"`, writes: true, stream, group });
+  leaveGroup(stream: string, group: string, memberId: string, options: CallOptions = {}): Promise<void> {
+    return ownership.leaveGroup(this.#calls, stream, group, memberId, options);
   }
 
   /** Hands owned partitions back (normally revoking ones, after their last commit). One result per fence. */
   releasePartitions(fences: OwnershipFenceInput[], options: CallOptions = {}): Promise<SettleResult[]> {
-    this.#assertCanSettle();
-    const backend = this.#ownership('releasePartitions');
-    const scope = this.#scope('releasePartitions options', options);
-    return this.#perItem('releasePartitions', scope, fences, (f) => ownershipFence(f, 'releasePartitions'), (valid) =>
-      backend.releasePartitions(valid),
-    );
+    return ownership.releasePartitions(this.#calls, fences, options);
   }
 
   /** Reads an owned partition after `after`, fenced: `stale_generation` once it moved on. */
-  async readOwned<T extends JsonValue = JsonValue>(fence: OwnershipFenceInput, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
-    this.#assertOpen();
-    const f = ownershipFence(fence, 'readOwned');
-    assertOptions('readOwned options', options);
-    const after = optionalInteger('after', options.after, 0);
-    const limit = optionalInteger('limit', options.limit, 100, { min: 1, max: MAX_LIMIT });
-    const maxBytes = this.#maxBytes(options.maxBytes);
-    const backend = this.#ownership('readOwned');
-    const scope = this.#scope('readOwned options', options);
-    return (await this.#call(() => backend.readOwned(f, after, limit, maxBytes), scope)) as RheoEvent<T>[];
+  readOwned<T extends JsonValue = JsonValue>(fence: OwnershipFenceInput, options: ReadOptions = {}): Promise<RheoEvent<T>[]> {
+    return ownership.readOwned<T>(this.#calls, fence, options);
   }
 
   /**
@@ -834,215 +453,17 @@ export class Rheo {
    * same write. One result per op; a failed op changes nothing.
    */
   commit(ops: CommitInput[], options: CallOptions = {}): Promise<SettleResult[]> {
-    this.#assertCanSettle();
-    const backend = this.#ownership('commit');
-    const scope = this.#scope('commit options', options);
-    return this.#perItem('commit', scope, ops, (op) => commitOp(op, 'commit'), (valid) => {
-      assertDistinctPartitions(valid, 'commit');
-      return backend.commit(valid);
-    });
+    return ownership.commit(this.#calls, ops, options);
   }
 
   /** Live members, the owner of each partition and the group generation. */
-  async members(stream: string, group: string, options: CallOptions = {}): Promise<GroupMembership> {
-    this.#assertOpen();
-    assertName('stream', stream);
-    assertName('group', group);
-    const backend = this.#ownership('members');
-    const scope = this.#scope('members options', options);
-    return this.#call(() => backend.members(stream, group), scope, { action: `members of group "${group}" of stream "${stream}"`, writes: false, stream, group });
-  }
-
-  // ---- internals ----------------------------------------------------------
-
-  #ownership(call: string): OwnershipStore {
-    return capability(this.backend, 'partitionOwnership', call);
-  }
-
-  /** Retention and deletion (issue 14) are a capability: a backend without it answers `unsupported` and is never called. */
-  #retention(call: string): RetentionStore {
-    return capability(this.backend, 'retention', call);
-  }
-
-  /** The group's membership when it is consumed by partition ownership (members or owners present). */
-  async #membershipIfOwned(stream: string, group: string): Promise<GroupMembership | null> {
-    if (!hasCapability(this.backend, 'partitionOwnership')) return null;
-    const backend = this.backend;
-    const m = await this.#call(() => backend.members(stream, group));
-    return m.members.length > 0 || Object.values(m.owners).some((o) => o !== null) ? m : null;
-  }
-
-  #maxBytes(value: unknown): number {
-    return optionalInteger('maxBytes', value, this.defaults.maxFetchBytes, { min: 1, max: MAX_CONFIGURABLE_BYTES });
+  members(stream: string, group: string, options: CallOptions = {}): Promise<GroupMembership> {
+    return ownership.members(this.#calls, stream, group, options);
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new RheoError('closed', 'this rheo instance is closed');
+    this.#calls.assertOpen();
   }
-
-  /** Settles are refused only once `close()` has ended the producers and consumers that may still issue them. */
-  #assertCanSettle(): void {
-    if (this.#settlesClosed) throw new RheoError('closed', 'this rheo instance is closed');
-  }
-
-  async #settleOne(op: SettleOp, scope: CallScope): Promise<void> {
-    this.#assertCanSettle();
-    const [result] = await this.#traced(this.#telemetry?.settle([op]), () => this.backend.settle([op]), scope, () => leaseTarget(op.kind, op));
-    if (!result?.ok) throw result?.error ?? new RheoError('internal', 'settle returned no result');
-  }
-
-  #settleEach<I>(what: string, items: I[], toRequest: (item: I) => SettleRequest, options: CallOptions): Promise<SettleResult[]> {
-    this.#assertCanSettle();
-    const scope = this.#scope(what, options);
-    return this.#perItem(what, scope, items, (item) => settleOp(toRequest(item), what), (ops) => {
-      const finish = this.#telemetry?.settle(ops);
-      if (!finish) return this.backend.settle(ops);
-      return this.backend.settle(ops).then(
-        (results) => {
-          finish(results);
-          return results;
-        },
-        (error: unknown) => {
-          finish(null, error);
-          throw error;
-        },
-      );
-    });
-  }
-
-  /**
-   * Batch calls validate each item on its own: an invalid item gets its own
-   * `invalid_argument` result while the valid ones go to the backend in one call.
-   */
-  async #perItem<I, P, R>(
-    what: string,
-    scope: CallScope,
-    items: I[],
-    prepare: (item: I) => P,
-    call: (prepared: P[]) => Promise<R[]>,
-  ): Promise<Array<R | { ok: false; error: RheoError }>> {
-    const count = arrayLength(what, items);
-    // Plain loops: this runs once per settled or renewed lease of every pipeline.
-    const valid: P[] = [];
-    let invalid: Map<number, RheoError> | null = null;
-    for (let i = 0; i < count; i++) {
-      try {
-        valid.push(prepare(items[i]!));
-      } catch (error) {
-        // A getter or proxy trap of the caller's item threw: that item is bad input, the others still go.
-        const problem = isRheoError(error)
-          ? error
-          : invalidArgument(`${what} item [${i}] could not be read: ${messageOf(error)}`, { cause: error });
-        (invalid ??= new Map()).set(i, problem);
-      }
-    }
-    const results = valid.length ? await this.#call(() => call(valid), scope, { action: what, writes: true }) : [];
-    if (invalid === null && results.length === count) return results;
-    const out: Array<R | { ok: false; error: RheoError }> = [];
-    let j = 0;
-    for (let i = 0; i < count; i++) {
-      const error = invalid?.get(i);
-      if (error) out.push({ ok: false, error });
-      else out.push(results[j++] ?? { ok: false, error: new RheoError('internal', `${what}: the backend returned too few results`) });
-    }
-    return out;
-  }
-
-  /** `#call`, reporting the answer to a telemetry finisher when there is one. */
-  async #traced<R>(
-    finish: ((result: R | null, error?: unknown) => void) | undefined,
-    fn: () => Promise<R>,
-    scope: CallScope = NO_CANCEL,
-    target: CallTarget | (() => CallTarget) = UNNAMED,
-  ): Promise<R> {
-    if (!finish) return this.#call(fn, scope, target);
-    let result: R;
-    try {
-      result = await this.#call(fn, scope, target);
-    } catch (error) {
-      finish(null, error);
-      throw error;
-    }
-    finish(result);
-    return result;
-  }
-
-  /** `signal` and `timeoutMs` of a call's last options argument, checked before anything is sent. */
-  #scope(what: string, options: unknown): CallScope {
-    assertOptions(what, options);
-    return callScope(what, options);
-  }
-
-  /**
-   * Runs one backend call under the caller's cancellation (core/call-options.ts).
-   * Backends classify their own driver errors; anything else that escapes is
-   * wrapped, never leaked. An abort reason is the caller's own value and
-   * passes through unchanged.
-   */
-  #call<R>(fn: () => Promise<R>, scope: CallScope = NO_CANCEL, target: CallTarget | (() => CallTarget) = UNNAMED): Promise<R> {
-    return runCancellable(scope, target, async () => {
-      try {
-        return await fn();
-      } catch (error) {
-        if (error instanceof RheoError) throw error;
-        throw new RheoError('internal', `unexpected backend failure: ${(error as Error)?.message ?? String(error)}`, {
-          cause: error,
-        });
-      }
-    });
-  }
-}
-
-/** Destructive calls need `{ confirm: true }`; anything else is `confirm_required` and changes nothing. */
-function assertConfirmed(options: unknown, what: string, details: { stream: string; group?: string }): void {
-  let confirmed = false;
-  try {
-    confirmed = options !== null && typeof options === 'object' && (options as { confirm?: unknown }).confirm === true;
-  } catch {
-    confirmed = false;
-  }
-  if (!confirmed) throw new RheoError('confirm_required', `${what}; pass { confirm: true }`, details);
-}
-
-const NO_CANCEL = callScope('', undefined);
-const UNNAMED: CallTarget = { action: 'the call', writes: true };
-
-/** Names a settle or renewal in cancellation errors: they always write. */
-function leaseTarget(what: string, ref: LeaseRef): CallTarget {
-  return {
-    action: `${what} of delivery ${ref.partition}/${ref.sequence} in group "${ref.group}" of stream "${ref.stream}"`,
-    writes: true,
-    stream: ref.stream,
-    group: ref.group,
-  };
-}
-
-/** An array's length, read once; an array-like Proxy whose traps throw is bad input, not a crash. */
-function arrayLength(what: string, items: unknown): number {
-  try {
-    if (Array.isArray(items)) return items.length;
-  } catch (error) {
-    throw invalidArgument(`${what} could not read its array: ${messageOf(error)}`, { cause: error });
-  }
-  throw invalidArgument(`${what} expects an array, got ${describe(items)}`);
-}
-
-/**
- * A lease to renew: the ref checked, and a plain copy taken while reading it,
- * so the renewed lease handed back is built from values already read.
- */
-function renewable<T>(lease: Lease<T>, what: string): { ref: LeaseRef; copy: Lease<T> } {
-  const ref = leaseRef(lease, what);
-  try {
-    return { ref, copy: { ...lease } };
-  } catch (error) {
-    throw invalidArgument(`${what} could not read the lease: ${messageOf(error)}`, { cause: error });
-  }
-}
-
-/** A new object per result: a backend may hand out the (frozen) event it stores. */
-function appended<T>({ event, existed }: AppendOutcome): AppendedEvent<T> {
-  return { ...(event as RheoEvent<T>), existed };
 }
 
 /**

@@ -1,3 +1,10 @@
+/*
+ * Past ~400 lines on purpose: one class, RheoTelemetry, owns one set of
+ * instruments (two histograms, four counters, four observable gauges and
+ * the batch callback that reads them) and every method records to several
+ * of them; split across files, those private instruments would have to be
+ * handed around in the open.
+ */
 import type * as OtelApi from '@opentelemetry/api';
 import type { PreparedAppend, SettleOp } from '../core/backend.js';
 import type { Clock } from '../core/clock.js';

@@ -1,4 +1,14 @@
-import type { CommitOp, GroupMembership, HeartbeatRequest, MemberView, OwnershipFence, SettleOutcome } from '../../core/backend.js';
+import type {
+  CommitOp,
+  GroupMembership,
+  HeartbeatRequest,
+  MemberView,
+  OwnershipFence,
+  OwnershipStore,
+  SettleOutcome,
+} from '../../core/backend.js';
+import { invalidPartition } from '../../core/errors.js';
+import type { RheoEvent } from '../../core/types.js';
 import {
   assertWholeStreamGroup,
   commitBeyondLog,
@@ -9,12 +19,11 @@ import {
   memberView,
   releaseStep,
   staleGeneration,
-  type MembershipState,
   type OwnershipSlot,
-  type StepReport,
   membershipView,
 } from '../../core/membership.js';
 import type { GroupState } from './group-state.js';
+import type { MemoryStore } from './store.js';
 import type { StreamLog } from './stream-log.js';
 
 /**
@@ -22,27 +31,65 @@ import type { StreamLog } from './stream-log.js';
  * core/membership.ts over state held in the group, one synchronous step per
  * call (so each is atomic), timed by the backend's clock.
  */
-export function heartbeat(log: StreamLog, g: GroupState, request: HeartbeatRequest, now: number): { view: MemberView; report: StepReport } {
-  assertWholeStreamGroup(log.name, g.name, g.partitions, log.partitions);
-  if (g.parts.some((part) => part.hasLiveLease(now))) throw groupModeConflict(log.name, g.name);
-  g.membership ??= { groupGeneration: 0, members: new Map(), slots: Array.from({ length: log.partitions }, emptySlot) };
-  const report = heartbeatStep(g.membership, request, now);
-  return { view: memberView(g.membership, request.memberId, (p) => g.parts[p]!.frontier()), report };
-}
+export class MemoryOwnership implements OwnershipStore {
+  readonly #store: MemoryStore;
 
-export function leave(g: GroupState, memberId: string, now: number): StepReport | null {
-  return g.membership ? leaveStep(g.membership, memberId, now) : null;
+  constructor(store: MemoryStore) {
+    this.#store = store;
+  }
+
+  async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+    const { log, g } = this.#store.group(stream, group);
+    const now = this.#store.clock.now();
+    assertWholeStreamGroup(log.name, g.name, g.partitions, log.partitions);
+    if (g.parts.some((part) => part.hasLiveLease(now))) throw groupModeConflict(log.name, g.name);
+    g.membership ??= { groupGeneration: 0, members: new Map(), slots: Array.from({ length: log.partitions }, emptySlot) };
+    heartbeatStep(g.membership, request, now);
+    return memberView(g.membership, request.memberId, (p) => g.parts[p]!.frontier());
+  }
+
+  async leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    const { g } = this.#store.group(stream, group);
+    if (g.membership) leaveStep(g.membership, memberId, this.#store.clock.now());
+  }
+
+  async releasePartitions(fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+    this.#store.assertOpen();
+    return fences.map((fence) => {
+      const slot = this.#store.streams.get(fence.stream)?.groups.get(fence.group)?.membership?.slots[fence.partition];
+      return slot && releaseStep(slot, fence.memberId, fence.generation) ? { ok: true } : { ok: false, error: staleGeneration(fence) };
+    });
+  }
+
+  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+    const { log, g } = this.#store.group(fence.stream, fence.group);
+    if (fence.partition >= log.partitions) throw invalidPartition(fence.stream, fence.partition, log.partitions);
+    if (!fencedSlot(g, fence)) throw staleGeneration(fence);
+    return log.read(fence.partition, after, limit, maxBytes);
+  }
+
+  async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    this.#store.assertOpen();
+    const now = this.#store.clock.now();
+    return ops.map((op) => {
+      const s = this.#store.streams.get(op.stream);
+      return commitOne(s?.log, s?.groups.get(op.group), op, (g, partition, sequence, attempt, reason) =>
+        g.deadLetters.add({ id: this.#store.nextDeadLetterId(), partition, sequence, attempt, reason, deadLetteredAt: now }),
+      );
+    });
+  }
+
+  /** Live members (session not expired now) and the owner of every partition. */
+  async members(stream: string, group: string): Promise<GroupMembership> {
+    const { log, g } = this.#store.group(stream, group);
+    return membershipView(g.membership, log.partitions, this.#store.clock.now());
+  }
 }
 
 /** The slot the fence names when it is still current, else `null`. */
-export function fencedSlot(g: GroupState | undefined, fence: OwnershipFence): OwnershipSlot | null {
-  const slot = g?.membership?.slots[fence.partition];
+function fencedSlot(g: GroupState, fence: OwnershipFence): OwnershipSlot | null {
+  const slot = g.membership?.slots[fence.partition];
   return slot && slot.owner === fence.memberId && slot.generation === fence.generation ? slot : null;
-}
-
-export function release(g: GroupState | undefined, fence: OwnershipFence): SettleOutcome {
-  const slot = g?.membership?.slots[fence.partition];
-  return slot && releaseStep(slot, fence.memberId, fence.generation) ? { ok: true } : { ok: false, error: staleGeneration(fence) };
 }
 
 /**
@@ -50,7 +97,7 @@ export function release(g: GroupState | undefined, fence: OwnershipFence): Settl
  * then the frontier moves to `upTo` (never backwards). Checked before
  * anything changes, so a failed op changes nothing.
  */
-export function commit(
+function commitOne(
   log: StreamLog | undefined,
   g: GroupState | undefined,
   op: CommitOp,
@@ -68,11 +115,6 @@ export function commit(
   }
   part.commitTo(op.upTo);
   return { ok: true };
-}
-
-/** Live members (session not expired at `now`) and the owner of every partition. */
-export function membership(log: StreamLog, state: MembershipState | null, now: number): GroupMembership {
-  return membershipView(state, log.partitions, now);
 }
 
 /** A replay or reset of these partitions fences their owners: they must re-read from the frontier. */

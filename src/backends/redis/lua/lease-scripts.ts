@@ -1,0 +1,284 @@
+import { groupScript } from './script.js';
+
+/* The leases' scripts: a group's start, and fetch (peek, claim), renew and settle. */
+
+/**
+ * Sets a group's start in one partition unless it already has state there.
+ * ARGV[3]: 'after' or 'at'; ARGV[4]: the sequence or the time in ms.
+ */
+export const INIT_GROUP = groupScript(
+  'init-group',
+  `
+if cursor() then return 0 end
+redis.call('HSET', KST, 'cursor', fmt(start_cursor(ARGV[3], ARGV[4])), 'leased', 0)
+return 1
+`,
+);
+
+/**
+ * Fetch, first step: without claiming, the sizes of the partition's next
+ * claimable deliveries in claim order (spent ones skipped), until `limit`
+ * (ARGV[4]) of them or until their sizes pass `maxBytes` (ARGV[5]).
+ * ARGV[3] is maxAttempts. Returns `{sizes, more}`.
+ */
+export const PEEK = groupScript(
+  'peek',
+  `
+local err = require_group() if err then return err end
+local maxAttempts, limit, maxBytes = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+promote()
+local h = high()
+local c = advance()
+local ready, ri = {}, 0
+local function next_ready()
+  ri = ri + 1
+  if ri > #ready then
+    local from = '-inf'
+    if #ready > 0 then from = '(' .. ready[#ready] end
+    ready = redis.call('ZRANGEBYSCORE', KR, from, '+inf', 'LIMIT', 0, 256)
+    ri = 1
+  end
+  if ready[ri] then return tonumber(ready[ri]) end
+  return nil
+end
+local function next_new(from)
+  for s = from, h do
+    if redis.call('HEXISTS', KD, fmt(s)) == 0 and redis.call('ZSCORE', KH, fmt(s)) == false then return s end
+  end
+  return nil
+end
+local sizes, bytes, more = {}, 0, 0
+local nr, nn = next_ready(), next_new(c + 1)
+while true do
+  local s, fromReady
+  if nr and (not nn or nr < nn) then s, fromReady = nr, true else s, fromReady = nn, false end
+  if not s then break end
+  if #sizes >= limit then more = 1 break end
+  local usable = true
+  if fromReady then
+    if dget(s).a + 1 > maxAttempts then usable = false end
+    nr = next_ready()
+  else
+    nn = next_new(s + 1)
+  end
+  if usable then
+    local z = tonumber(entry(s)[4])
+    sizes[#sizes + 1] = z
+    bytes = bytes + z
+    if bytes > maxBytes then more = 1 break end
+  end
+end
+return { sizes, more }
+`,
+);
+
+/**
+ * Fetch, second step: claims up to `n` (ARGV[4]) deliveries lowest sequence
+ * first while their sizes stay within `cap` (ARGV[5]; the first claim always
+ * when ARGV[6] is '1'), dead-letters the spent deliveries it passes on the
+ * way, and with ARGV[7] = '1' takes one more turn that only dead-letters
+ * spent deliveries (the round-robin walk reached this partition again and
+ * found nothing to claim). ARGV[3] maxAttempts, ARGV[8] leaseMs,
+ * ARGV[9] consumer id, ARGV[10] dead-letter order, ARGV[11..] one fresh
+ * lease id per claim.
+ * Returns `{now, {sequence, attempt, t, z, d}...}`.
+ */
+export const CLAIM = groupScript(
+  'claim',
+  `
+local err = require_group() if err then return err end
+local maxAttempts, n, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local force, extra, leaseMs, consumer = ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9]
+promote()
+local h = high()
+local out = {}
+local claimed, bytes, leased = 0, 0, 0
+local expires = NOW + leaseMs
+-- Fast path for never-offered sequences: with nothing held and nothing open
+-- above the cursor, the next new sequence is always cursor + 1, so the cursor
+-- is kept here and written once; their log entries are read with one XRANGE
+-- per window, and their delivery, open and timer rows are written with one
+-- variadic HSET and two ZADDs per chunk after the loop (nothing in the loop
+-- reads those rows of never-offered sequences). The lowest claimable retry
+-- is re-read only after the loop took or dead-lettered it.
+local top = redis.call('ZRANGE', KO, -1, -1)[1]
+local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= cursor())
+local c = cursor()
+local window, windowEnd = {}, c
+local rows, opens, timers = {}, {}, {}
+local r, rStale = nil, true
+local fexpires = fmt(expires)
+local leasedRow = 'L|1|' .. fmt(NOW) .. '|' .. fexpires .. '|'
+while true do
+  local s, d
+  if simple then
+    if rStale then
+      r = redis.call('ZRANGE', KR, 0, 0)[1]
+      rStale = false
+    end
+    if r and tonumber(r) < c + 1 then
+      s = tonumber(r)
+      d = dget(s)
+      rStale = true
+    elseif c + 1 <= h then
+      s = c + 1
+    end
+  else
+    s, d = next_claimable(h)
+  end
+  if not s then break end
+  if d and d.a + 1 > maxAttempts then
+    if claimed < n or extra then
+      close(s, d)
+      dead(s, d.a, 'smax attempts exceeded', ARGV[10])
+    else
+      break
+    end
+  else
+    if claimed >= n then break end
+    local e
+    if simple and not d then
+      if s > windowEnd then
+        -- The next window of new entries, at most the claims still allowed.
+        window = {}
+        local upto = math.min(h, s + (n - claimed) - 1)
+        for _, row in ipairs(redis.call('XRANGE', KLOG, fmt(s) .. '-0', fmt(upto) .. '-0')) do
+          window[tonumber(string.match(row[1], '^(%d+)'))] = row[2]
+        end
+        windowEnd = upto
+      end
+      e = window[s] or entry(s)
+    else
+      e = entry(s)
+    end
+    local z = tonumber(e[4])
+    if bytes + z > cap and not (force and claimed == 0) then break end
+    bytes = bytes + z
+    claimed = claimed + 1
+    local lid = ARGV[10 + claimed]
+    local attempt
+    if d then
+      d = take(s, d)
+      lease(s, d, lid, consumer, expires)
+      attempt = d.a
+    elseif simple then
+      c = s
+      attempt = 1
+      local fs = fmt(s)
+      local k = #rows
+      rows[k + 1], rows[k + 2] = fs, leasedRow .. lid .. '|' .. consumer
+      opens[k + 1], opens[k + 2] = fs, fs
+      timers[k + 1], timers[k + 2] = fexpires, fs
+      leased = leased + 1
+    else
+      d = take(s, nil)
+      lease(s, d, lid, consumer, expires)
+      attempt = d.a
+    end
+    out[#out + 1] = { fmt(s), attempt, e[2], e[4], e[6] }
+  end
+end
+for i = 1, #rows, 2000 do
+  local last = math.min(i + 1999, #rows)
+  redis.call('HSET', KD, unpack(rows, i, last))
+  redis.call('ZADD', KO, unpack(opens, i, last))
+  redis.call('ZADD', KT, unpack(timers, i, last))
+end
+if simple and c ~= cursor() then redis.call('HSET', KST, 'cursor', fmt(c)) end
+if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
+return { fmt(NOW), out }
+`,
+);
+
+/** ARGV[3] leaseMs; then pairs of sequence, lease id. Returns `{now, {1|0...}}`: 0 is a stale lease. */
+export const RENEW = groupScript(
+  'renew',
+  `
+local leaseMs = tonumber(ARGV[3])
+local out = {}
+for i = 4, #ARGV, 2 do
+  local s = tonumber(ARGV[i])
+  local d = dget(s)
+  if d and d.s == 'L' and d.lid == ARGV[i + 1] then
+    d.va = NOW + leaseMs
+    dput(s, d)
+    redis.call('ZREM', KR, fmt(s))
+    redis.call('ZADD', KT, fmt(d.va), fmt(s))
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return { fmt(NOW), out }
+`,
+);
+
+/**
+ * ARGV[3] maxAttempts; then per op: kind, sequence, lease id, reason
+ * (`n` or `s<text>`), delayMs, dead-letter order. Each op is fenced by its lease id; returns
+ * 1 (applied) or 0 (stale, nothing changed) per op.
+ */
+export const SETTLE = groupScript(
+  'settle',
+  `
+local maxAttempts = tonumber(ARGV[3])
+local out = {}
+-- Acks are applied together after the loop (one HDEL and three ZREMs for the
+-- batch); until then \`gone\` makes a repeated op in the batch see them settled.
+-- Every op's delivery is read up front with HMGET (1000 per call); an op
+-- that changed a delivery marks it \`touched\`, and a later op on the same
+-- sequence reads it again.
+local gone, acked, leasedAcked = {}, {}, 0
+local pre, touched, fields = {}, {}, {}
+for i = 5, #ARGV, 6 do fields[#fields + 1] = fmt(tonumber(ARGV[i])) end
+for i = 1, #fields, 1000 do
+  local last = math.min(i + 999, #fields)
+  local got = redis.call('HMGET', KD, unpack(fields, i, last))
+  for k = 1, last - i + 1 do
+    if got[k] then pre[tonumber(fields[i + k - 1])] = got[k] end
+  end
+end
+for i = 4, #ARGV, 6 do
+  local kind, s, lid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local d = nil
+  if touched[s] then
+    d = dget(s)
+  elseif not gone[s] then
+    d = dparse(pre[s])
+  end
+  if not d or d.s ~= 'L' or d.lid ~= lid then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = 1
+    if kind ~= 'ack' then touched[s] = true end
+    if kind == 'ack' then
+      gone[s] = true
+      acked[#acked + 1] = fmt(s)
+      leasedAcked = leasedAcked + 1
+    elseif kind == 'nack' then
+      if d.a >= maxAttempts then
+        close(s, d)
+        dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
+      else
+        pending(s, d, NOW + tonumber(ARGV[i + 4]))
+      end
+    elseif kind == 'reject' then
+      close(s, d)
+      dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
+    else
+      d.a = d.a - 1
+      pending(s, d, NOW)
+    end
+  end
+end
+for i = 1, #acked, 1000 do
+  local chunk = { unpack(acked, i, math.min(i + 999, #acked)) }
+  redis.call('HDEL', KD, unpack(chunk))
+  redis.call('ZREM', KO, unpack(chunk))
+  redis.call('ZREM', KT, unpack(chunk))
+  redis.call('ZREM', KR, unpack(chunk))
+end
+if leasedAcked > 0 then redis.call('HINCRBY', KST, 'leased', -leasedAcked) end
+return out
+`,
+);

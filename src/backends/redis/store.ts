@@ -1,0 +1,291 @@
+import type { GroupStart } from '../../core/backend.js';
+import type { Clock } from '../../core/clock.js';
+import { RheoError, groupNotFound, invalidPartition, streamNotFound } from '../../core/errors.js';
+import { checkStartScope, scopedPartitions } from '../../core/partition-scope.js';
+import { connectReady, createClient, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
+import type { FailureContext } from './errors.js';
+import type { KeyLayout } from './keys.js';
+import type { LuaScript } from './lua/scripts.js';
+import { FENCING_VARIANTS } from './lua/ownership-scripts.js';
+import { AppendWaiters } from './notifications.js';
+import type { StreamCatalogEntry } from './retention.js';
+
+/** A first connection (a cluster's included: slots discovered) that takes longer fails with backend_unavailable. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** close() waits this long for QUIT before dropping the socket. */
+const QUIT_TIMEOUT_MS = 2_000;
+
+export type StreamMeta = StreamCatalogEntry;
+
+export interface GroupMeta {
+  maxAttempts: number;
+  /** The partitions the group covers (GroupSpec.partitions); absent: all of the stream's. */
+  partitions?: number[];
+}
+
+export interface RedisStoreOptions {
+  connection: RedisConnection;
+  keys: KeyLayout;
+  clock: Clock | null;
+  /** Publish once per append call so `waitForAppend` wakes promptly. */
+  notify: boolean;
+}
+
+/**
+ * What every concern of the Redis backend (log, leases, progress,
+ * ownership, retention) shares: the connection (made on first use, ended by
+ * `close()` when rheo made it), the key layout, the time authority, how
+ * commands and scripts run, and this process's cache of the stream and
+ * group catalogs.
+ */
+export class RedisStore {
+  readonly keys: KeyLayout;
+  readonly clock: Clock | null;
+  readonly notify: boolean;
+  /** The pub/sub side: who waits for appends, on a connection of its own. */
+  readonly waiters: AppendWaiters;
+  readonly #connection: RedisConnection;
+  readonly #scripts = new ScriptRunner();
+  readonly #streams = new Map<string, StreamMeta>();
+  readonly #groups = new Map<string, GroupMeta>();
+  /** When each stream was last looked up again after an empty read. */
+  readonly #rechecked = new Map<string, number>();
+  /** Orders dead letters that die in one millisecond (see DEAD_LETTER_ID in progress.ts). */
+  #deathOrder = 0;
+  #client: Promise<RedisClientLike> | null = null;
+  #owned: RedisClientLike | null = null;
+  #closed = false;
+
+  constructor(options: RedisStoreOptions) {
+    this.#connection = options.connection;
+    this.keys = options.keys;
+    this.clock = options.clock;
+    this.notify = options.notify;
+    this.waiters = new AppendWaiters(
+      async () => {
+        const sub = (await this.ready()).duplicate();
+        sub.on('error', () => {});
+        if (sub.status === 'wait') await sub.connect();
+        return sub;
+      },
+      this.keys.appendPattern,
+      (channel) => this.keys.streamOfChannel(channel),
+    );
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The time argument of a script: the injected clock's, or empty for the server's TIME. */
+  now(): string {
+    return this.clock ? String(this.clock.now()) : '';
+  }
+
+  nextDeathOrder(): number {
+    this.#deathOrder = (this.#deathOrder + 1) % 1e12;
+    return this.#deathOrder;
+  }
+
+  /** Refuses every later call, stops listening, and ends the client rheo made (a borrowed one stays open). Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.waiters.close();
+    const owned = this.#owned;
+    this.#owned = null;
+    if (owned) {
+      // QUIT lets replies in flight arrive; a server that does not answer
+      // must not hold close() up, so the socket is dropped after a bound.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([owned.quit().catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, QUIT_TIMEOUT_MS)))]);
+      clearTimeout(timer);
+      owned.disconnect();
+    }
+  }
+
+  /** Connects on first use (rheo's own client) and hands out the client. */
+  ready(): Promise<RedisClientLike> {
+    if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
+    if (this.#client) return this.#client;
+    const connecting = (async () => {
+      if (this.#connection.client !== undefined) return this.#connection.client;
+      const { client } = await createClient(this.#connection);
+      // ioredis reports a dropped connection as an 'error' event; without a
+      // listener it would only log, and calls already fail with a code.
+      client.on('error', () => {});
+      this.#owned = client;
+      try {
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`connect timed out after ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+        });
+        try {
+          await Promise.race([connectReady(client), timeout]);
+        } finally {
+          clearTimeout(timer);
+        }
+      } catch (error) {
+        this.#owned = null;
+        client.disconnect();
+        throw error;
+      }
+      if (this.#closed) {
+        client.disconnect();
+        throw new RheoError('closed', 'the redis backend is closed');
+      }
+      return client;
+    })();
+    this.#client = connecting;
+    connecting.catch(() => {
+      if (this.#client === connecting) this.#client = null;
+    });
+    return connecting;
+  }
+
+  async #clientFor(ctx: FailureContext): Promise<RedisClientLike> {
+    try {
+      return await this.ready();
+    } catch (error) {
+      if (error instanceof RheoError && (error.code === 'closed' || error.code === 'unsupported')) throw error;
+      throw new RheoError('backend_unavailable', `${ctx.action} failed: cannot connect to Redis: ${(error as Error).message}`, {
+        stream: ctx.stream,
+        group: ctx.group,
+        cause: error,
+      });
+    }
+  }
+
+  async command(args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {
+    const client = await this.#clientFor(ctx);
+    if (this.#closed) throw new RheoError('closed', 'the redis backend is closed');
+    return this.#scripts.command(client, args, ctx);
+  }
+
+  async run(script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+    const client = await this.#clientFor(ctx);
+    if (this.#closed) throw new RheoError('closed', 'the redis backend is closed');
+    return this.#scripts.run(client, script, keys, args, ctx);
+  }
+
+  /**
+   * A group script over one partition; `now` comes first (empty: the server's TIME), then the partition.
+   * REPLAY, RESET_GROUP and REDRIVE run as their variants that also fence the partition's owner (ownership.ts).
+   */
+  group(script: LuaScript, stream: string, group: string, partition: number, args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+    const now = this.now();
+    const fencing = FENCING_VARIANTS.get(script);
+    const keys = this.keys.group(stream, group, partition);
+    const run = fencing
+      ? this.run(fencing, [...keys, this.keys.owner(stream, group, partition)], [now, partition, ...args], ctx)
+      : this.run(script, keys, [now, partition, ...args], ctx);
+    return run.catch((error: unknown) => {
+      // No state: the group (or its stream) was deleted since this process cached it; the next call looks again.
+      if (error instanceof RheoError && error.code === 'group_not_found') this.forget(stream);
+      throw error;
+    });
+  }
+
+  async stream(stream: string): Promise<StreamMeta> {
+    const cached = this.#streams.get(stream);
+    if (cached) {
+      if (this.#closed) throw new RheoError('closed', 'the redis backend is closed');
+      return cached;
+    }
+    const raw = await this.command(['hget', this.keys.streams, stream], { action: `look up stream "${stream}"`, stream, writes: false });
+    if (raw === null) throw streamNotFound(stream);
+    const meta = JSON.parse(raw as string) as StreamMeta;
+    this.#streams.set(stream, meta);
+    return meta;
+  }
+
+  async groupMeta(stream: string, group: string): Promise<{ meta: StreamMeta; g: GroupMeta }> {
+    const meta = await this.stream(stream);
+    const key = `${stream}\u0000${group}`;
+    const cached = this.#groups.get(key);
+    if (cached) return { meta, g: cached };
+    const raw = await this.command(['hget', this.keys.groups(stream), group], {
+      action: `look up group "${group}" of stream "${stream}"`,
+      stream,
+      group,
+      writes: false,
+    });
+    if (raw === null) throw groupNotFound(stream, group);
+    const g = JSON.parse(raw as string) as GroupMeta;
+    this.#groups.set(key, g);
+    return { meta, g };
+  }
+
+  /** Drops the cached catalog entries of a stream (and of one or all of its groups). */
+  forget(stream: string, group?: string): void {
+    if (group === undefined) {
+      this.#streams.delete(stream);
+      for (const key of this.#groups.keys()) if (key.startsWith(`${stream}\u0000`)) this.#groups.delete(key);
+    } else {
+      this.#groups.delete(`${stream}\u0000${group}`);
+    }
+  }
+
+  /** Looks a cached stream up again, at most once a second per name; true when it is gone (and then forgotten). */
+  async deletedMeanwhile(stream: string): Promise<boolean> {
+    const now = Date.now();
+    if (now - (this.#rechecked.get(stream) ?? 0) < 1_000) return false;
+    this.#rechecked.set(stream, now);
+    const raw = await this.command(['hget', this.keys.streams, stream], { action: `look up stream "${stream}"`, stream, writes: false });
+    this.forget(stream);
+    if (raw === null) return true;
+    // Perhaps deleted and created again: serve the stream as it is now.
+    this.#streams.set(stream, JSON.parse(raw as string) as StreamMeta);
+    return false;
+  }
+
+  /** Where each id is stored: one HMGET per partition's id index. */
+  async locate(stream: string, partitions: number, ids: string[], ctx: FailureContext): Promise<Map<string, { partition: number; sequence: number }>> {
+    const found = new Map<string, { partition: number; sequence: number }>();
+    if (ids.length === 0) return found;
+    const replies = await Promise.all(
+      range(partitions).map((p) => this.command(['hmget', this.keys.partition(stream, p).ids, ...ids], { ...ctx, writes: false }) as Promise<(string | null)[]>),
+    );
+    replies.forEach((seqs, p) =>
+      seqs.forEach((s, k) => {
+        if (s !== null && !found.has(ids[k]!)) found.set(ids[k]!, { partition: p, sequence: Number(s) });
+      }),
+    );
+    return found;
+  }
+}
+
+export function range(n: number): number[] {
+  return [...Array(n).keys()];
+}
+
+export function partitionList(stream: string, partitions: number, only: number[] | null): number[] {
+  if (only === null) return range(partitions);
+  for (const p of only) if (p >= partitions) throw invalidPartition(stream, p, partitions);
+  return only;
+}
+
+/** The partitions group `g` covers: its own, or all of the stream's. */
+export function coveredOf(meta: StreamMeta, g: GroupMeta): number[] {
+  return g.partitions ? [...g.partitions] : range(meta.partitions);
+}
+
+/** The partitions a call on a group covers: the group's, or `only` (each in the stream, else out of range, and in the group). */
+export function scopeOf(stream: string, group: string, meta: StreamMeta, g: GroupMeta, only: number[] | null): number[] {
+  if (only !== null) partitionList(stream, meta.partitions, only);
+  return scopedPartitions(stream, group, coveredOf(meta, g), only);
+}
+
+/** A start map may only name partitions of the stream, and of `scope`. */
+export function checkStart(stream: string, group: string, meta: StreamMeta, start: GroupStart, scope: readonly number[]): void {
+  if (start.kind !== 'after') return;
+  for (const key of Object.keys(start.perPartition)) {
+    if (Number(key) >= meta.partitions) throw invalidPartition(stream, key, meta.partitions);
+  }
+  checkStartScope(stream, group, start.perPartition, scope);
+}
+
+export function startArgs(start: GroupStart, partition: number): (string | number)[] {
+  if (start.kind === 'at') return ['at', start.at.getTime()];
+  return ['after', start.perPartition[partition] ?? start.after];
+}
