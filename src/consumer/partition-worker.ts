@@ -85,8 +85,15 @@ export class PartitionWorker<T extends JsonValue> {
   readonly partition: number;
   readonly generation: number;
   readonly done: Promise<void>;
-  /** Set once a call came back `stale_generation`. */
+  /** Set once a call came back `stale_generation` (or `closed`), or the consumer gave the partition up (`lose()`). */
   fenced = false;
+  /**
+   * Set when the store itself said the partition moved on (`stale_generation`
+   * on a read, a commit or a transaction): the consumer counts that as a loss.
+   * Not set by `closed` (rheo shutting down moves nothing) nor by `lose()`
+   * (the consumer counted that loss when it called it).
+   */
+  movedOn = false;
   #position: number;
   #stopping = false;
   readonly #abort = new AbortController();
@@ -258,7 +265,9 @@ export class PartitionWorker<T extends JsonValue> {
   }
 
   #fencedBy(error: unknown): boolean {
-    if (!isRheoError(error, 'stale_generation') && !isRheoError(error, 'closed')) return false;
+    const moved = isRheoError(error, 'stale_generation');
+    if (!moved && !isRheoError(error, 'closed')) return false;
+    if (moved && !this.fenced) this.movedOn = true;
     this.fenced = true;
     this.#abort.abort(error);
     return true;
