@@ -4,7 +4,6 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { LazyAbort } from '../runtime/lazy-abort.js';
-import { chosenHandler } from './handler-option.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 
@@ -33,22 +32,12 @@ export type LeaseHandler<T extends JsonValue = JsonValue> = (
 /**
  * Options of `createLeaseSink`: `producer`, `handler` and the tuning fields of
  * `LeaseSinkTuning`. The handler is named `handler`, as in `rheo.consume`
- * and `createBatchSink`; the older name `handle` still works.
+ * and `createBatchSink`.
  */
-export type LeaseSinkOptions<T extends JsonValue = JsonValue> = LeaseSinkTuning<T> &
-  (
-    | {
-        /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
-        handler: LeaseHandler<T>;
-        /** @deprecated Renamed `handler`; pass one of the two. */
-        handle?: undefined;
-      }
-    | {
-        handler?: undefined;
-        /** @deprecated Renamed `handler`, the name `rheo.consume` and `createBatchSink` use. */
-        handle: LeaseHandler<T>;
-      }
-  );
+export interface LeaseSinkOptions<T extends JsonValue = JsonValue> extends LeaseSinkTuning<T> {
+  /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
+  handler: LeaseHandler<T>;
+}
 
 /** The fields of `LeaseSinkOptions` besides the handler. */
 export interface LeaseSinkTuning<T extends JsonValue = JsonValue> {
@@ -136,8 +125,8 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   };
 
   constructor(options: LeaseSinkOptions<T>) {
-    const handler = chosenHandler<LeaseHandler<T>>('createLeaseSink', options, 'handle');
-    if (handler === null || !options.producer) {
+    const handler = (options as Partial<LeaseSinkOptions<T>> | null)?.handler;
+    if (typeof handler !== 'function' || !options.producer) {
       throw invalidArgument('createLeaseSink expects { producer, handler(lease, { signal }), concurrency? }');
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
