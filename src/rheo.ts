@@ -80,6 +80,8 @@ import { RheoProducer } from './producer/rheo-producer.js';
 import type { RuntimeDefaults } from './runtime/sources.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
+import { createLeaseSource } from './facade/lease-source.js';
+import type { LeaseSource } from './runtime/sources.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
 import { BackgroundTrimmer } from './retention/background-trimmer.js';
 import { DEFAULT_TRIM_BATCH, trimInBatches } from './retention/trim-batches.js';
@@ -154,6 +156,7 @@ export class Rheo {
   /** Settles outlive `#closed` until the attached producers and consumers have ended. */
   #settlesClosed = false;
   #closing: Promise<void> | null = null;
+  #leases: LeaseSource | null = null;
 
   constructor(options: RheoOptions = {}) {
     if (options === null || typeof options !== 'object') throw invalidArgument('createRheo options must be an object');
@@ -551,7 +554,7 @@ export class Rheo {
       });
       return consumer;
     }
-    const consumer = createConsumer<T>(this, options as ConsumeOptions<T>);
+    const consumer = createConsumer<T>(this.#leaseSource(), options as ConsumeOptions<T>);
     const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
     this.#attached.add(end);
     const untrack = trackGroupReader(this.backend, consumer.stream, consumer.group, 'consumer', this.logger);
@@ -875,6 +878,21 @@ export class Rheo {
 
   #maxBytes(value: unknown): number {
     return optionalInteger('maxBytes', value, this.defaults.maxFetchBytes, { min: 1, max: MAX_CONFIGURABLE_BYTES });
+  }
+
+  /** What competing consumers claim, renew and settle through (facade/lease-source.ts); made on first use. */
+  #leaseSource(): LeaseSource {
+    this.#leases ??= createLeaseSource({
+      backend: this.backend,
+      defaults: this.defaults,
+      clock: this.clock,
+      logger: this.logger,
+      telemetry: this.#telemetry,
+      assertOpen: () => this.#assertOpen(),
+      assertCanSettle: () => this.#assertCanSettle(),
+      call: (fn, target) => this.#call(fn, NO_CANCEL, target),
+    });
+    return this.#leases;
   }
 
   #assertOpen(): void {
