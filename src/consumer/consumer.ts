@@ -125,6 +125,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     settled: (): void => void this.#handlersRunning--,
   };
   #fetching: Promise<void> | null = null;
+  #kickQueued = false;
   #fetchFailures = 0;
   #backoffMs = 0;
   /** Aborted on stop: cuts poll and backoff waits short. */
@@ -484,8 +485,19 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     return held;
   }
 
+  /**
+   * Room was freed. The claim starts a microtask later: a settle call's
+   * answer confirms all its leases in one synchronous loop, and claiming at
+   * the first `minDemand` free slots would split one refill into two claims
+   * (measured: 200 claims of 250 instead of 100 of 500 for 50,000 events).
+   */
   #freed(): void {
-    if (this.#state === 'running' && this.maxDemand - this.#held.size >= this.#minDemand) this.#kick();
+    if (this.#kickQueued || this.#state !== 'running' || this.maxDemand - this.#held.size < this.#minDemand) return;
+    this.#kickQueued = true;
+    queueMicrotask(() => {
+      this.#kickQueued = false;
+      this.#kick();
+    });
   }
 
   async #renew(leases: Lease<T>[]): Promise<Array<{ ok: true; lease: Lease<T> } | { ok: false; error: RheoError }>> {
