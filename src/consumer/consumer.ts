@@ -15,6 +15,8 @@ import { SettleBatcher } from '../producer/settle-batcher.js';
 import { backoffDelay, type BackoffOptions } from '../runtime/backoff.js';
 import { isThenable } from '../runtime/lease-outcome.js';
 import { KeyQueue } from '../runtime/key-queue.js';
+import { Slots } from '../runtime/slots.js';
+import { WorkQueue } from '../runtime/work-queue.js';
 import type { LeaseSource } from '../runtime/sources.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
@@ -92,17 +94,16 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly #settles: SettleBatcher;
   /** Claimed and not started: leaseId → lease (parked ones included). */
   readonly #waiting = new Map<string, Lease<T>>();
-  /** Ready to start, in claim order; `#readyHead` is the next one. */
-  #ready: Lease<T>[] = [];
-  #readyHead = 0;
+  /** Ready to start, in claim order. */
+  readonly #ready = new WorkQueue<Lease<T>>();
   readonly #keys = new KeyQueue<Lease<T>>();
   /** leaseId → its ordering key, while the lease holds or waits for it. */
   readonly #keyOf = new Map<string, string>();
   readonly #runs = new Map<string, HandlerRun<T>>();
   /** OpenTelemetry process/settle spans of running and settling leases (only with telemetry). */
   readonly #scopes = new Map<string, ProcessScope>();
-  /** Runs holding a concurrency slot (a run frees it when it ends, before its settle). */
-  #active = 0;
+  /** One per running handler; a run frees its slot when it ends, before its settle. */
+  readonly #slots: Slots;
   #pumping = false;
   /** Settles and releases under way; the drain waits for zero. */
   #settlingCount = 0;
@@ -162,6 +163,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.consumerId = o.consumerId;
     this.concurrency = o.concurrency;
     this.maxDemand = o.maxDemand;
+    this.#slots = new Slots(o.concurrency);
     this.#minDemand = o.minDemand ?? Math.max(1, Math.floor(o.maxDemand / 4));
     this.#partitions = o.partitions ? [...new Set(o.partitions)].sort((a, b) => a - b) : null;
     this.#fetchBackoff = o.fetchBackoff ?? { initialMs: Math.min(o.pollMs, 100), maxMs: 30_000 };
@@ -385,15 +387,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     if (this.#pumping) return;
     this.#pumping = true;
     try {
-      while (this.#active < this.concurrency && this.#readyHead < this.#ready.length) {
-        const lease = this.#ready[this.#readyHead]!;
-        this.#ready[this.#readyHead++] = undefined as unknown as Lease<T>;
-        this.#start(lease);
-      }
-      if (this.#readyHead === this.#ready.length) {
-        this.#ready = [];
-        this.#readyHead = 0;
-      }
+      while (this.#ready.length > 0 && this.#slots.tryTake()) this.#start(this.#ready.shift()!);
     } finally {
       this.#pumping = false;
     }
@@ -402,8 +396,10 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   #start(lease: Lease<T>): void {
     const id = lease.leaseId;
     // Taken back before it started (lost, or released by a drain): run nothing.
-    if (!this.#waiting.delete(id)) return this.#freeKey(id);
-    this.#active++;
+    if (!this.#waiting.delete(id)) {
+      this.#slots.give();
+      return this.#freeKey(id);
+    }
     const run = new HandlerRun<T>(lease);
     this.#runs.set(id, run);
     const start = (): RunResult | Promise<RunResult> => run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
@@ -421,7 +417,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     const lease = run.lease;
     const id = lease.leaseId;
     this.#runs.delete(id);
-    this.#active--;
+    this.#slots.give();
     this.#counters.handled++;
     if (result.kind === 'nack' && result.failure) {
       log(this.#logger, 'warn', { ...leaseInfo(lease), kind: result.failure.kind, err: result.failure.error },
@@ -566,8 +562,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#waiting.clear();
     this.#keys.clear();
     this.#keyOf.clear();
-    this.#ready = [];
-    this.#readyHead = 0;
+    this.#ready.drain();
     void this.#track(this.#release(unstarted));
     // A zero timeout (rheo.close()) schedules no timer: a timer source that
     // never fires (manual timers) must not hold the stop up.

@@ -18,7 +18,8 @@ import {
 import { Coalescer } from '../core/coalescer.js';
 import type { CommitInput } from '../core/ownership-arguments.js';
 import type { SettleResult } from '../core/types.js';
-import { PartitionWorker, Slots } from './partition-worker.js';
+import { PartitionWorker } from './partition-worker.js';
+import { Slots } from '../runtime/slots.js';
 import { partitionTransactionalHandler } from './transactional-handler.js';
 import { requireCapability } from '../core/capabilities.js';
 

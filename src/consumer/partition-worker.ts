@@ -4,39 +4,12 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { sleep, type Timers } from '../runtime/timers.js';
 import { isThenable } from '../runtime/lease-outcome.js';
 import { HandlerRun, type RunReading } from '../runtime/handler-run.js';
+import type { Slots } from '../runtime/slots.js';
 import type { Coalescer } from '../core/coalescer.js';
 import type { CommitInput } from '../core/ownership-arguments.js';
 import type { SettleResult } from '../core/types.js';
 import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
 import type { PartitionHandlerContext, PartitionSource, ResolvedPartitionOptions } from './partition-options.js';
-
-/** A counting semaphore: `concurrency` handlers at once across every worker of a consumer. */
-export class Slots {
-  #free: number;
-  readonly #waiters: Array<() => void> = [];
-
-  constructor(size: number) {
-    this.#free = size;
-  }
-
-  /** Takes a slot now if one is free (no promise, no turn of the event loop). */
-  tryTake(): boolean {
-    if (this.#free === 0) return false;
-    this.#free--;
-    return true;
-  }
-
-  async take(): Promise<void> {
-    if (this.tryTake()) return;
-    await new Promise<void>((resolve) => this.#waiters.push(resolve));
-  }
-
-  give(): void {
-    const next = this.#waiters.shift();
-    if (next) next();
-    else this.#free++;
-  }
-}
 
 /** What the worker tells its consumer, for counters and events. */
 export interface WorkerReport {
