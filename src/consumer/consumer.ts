@@ -19,6 +19,7 @@ import { Slots } from '../runtime/slots.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import type { LeaseSource } from '../runtime/sources.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
+import { CANCELLED, waitForAppend, watchAppends } from '../runtime/append-wait.js';
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
 import type { ConsumeOptions, ConsumerHandler, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
 import { HandlerRun, type RunResult } from './handler-run.js';
@@ -45,13 +46,6 @@ export function createConsumer<T extends JsonValue = JsonValue>(source: Consumer
 
 /** Emits nothing in process: the consumer's own events carry the `leaseId`, the reporter only publishes and logs. */
 const UNHEARD = { emit: (): boolean => false, listenerCount: (): number => 0 };
-/** The reason for aborting the consumer's own waits (a reason-less abort builds a DOMException with a stack). */
-const CANCELLED = new Error('rheo consumer wait cancelled');
-
-/** Never settles: the append wake-up of a backend without notifications. A fresh one per wait. */
-function never(): Promise<boolean> {
-  return new Promise<boolean>(() => undefined);
-}
 
 /**
  * The one-call runtime of competing consumers: one loop that claims leases
@@ -127,6 +121,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   };
   #fetching: Promise<void> | null = null;
   #kickQueued = false;
+  /** The store's append notification, `null` without the capability. */
+  readonly #appendWait: ((stream: string, timeoutMs: number, signal: AbortSignal) => Promise<boolean>) | null;
   #fetchFailures = 0;
   #backoffMs = 0;
   /** Aborted on stop: cuts poll and backoff waits short. */
@@ -164,6 +160,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.concurrency = o.concurrency;
     this.maxDemand = o.maxDemand;
     this.#slots = new Slots(o.concurrency);
+    this.#appendWait = source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null;
     this.#minDemand = o.minDemand ?? Math.max(1, Math.floor(o.maxDemand / 4));
     this.#partitions = o.partitions ? [...new Set(o.partitions)].sort((a, b) => a - b) : null;
     this.#fetchBackoff = o.fetchBackoff ?? { initialMs: Math.min(o.pollMs, 100), maxMs: 30_000 };
@@ -278,9 +275,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     while (this.#state === 'running') {
       const room = this.maxDemand - this.#held.size;
       if (room < this.#minDemand) return; // near the cap: settles resume us
-      // Listen before fetching: an append that lands while the claim is on its
-      // way would otherwise notify nobody and cost a whole poll interval.
-      const wakeup = this.#watchAppends();
+      const wakeup = watchAppends(this.#appendWait, this.stream, this.#options.pollMs);
       let leases: Lease<T>[];
       try {
         leases = await this.#source.claim<T>(this.stream, this.group, {
@@ -306,7 +301,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
         return;
       }
       if (leases.length === 0) {
-        await this.#waitForAppend(wakeup);
+        await waitForAppend(this.#timers, this.#options.pollMs, wakeup, this.#halt.signal);
         continue;
       }
       this.#report.fetched(leases);
@@ -314,7 +309,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       this.#pump();
       // A short claim means nothing else was claimable: wait for an append or
       // the poll instead of a claim that would come back empty.
-      if (leases.length < room && this.#state === 'running') await this.#waitForAppend(wakeup);
+      if (leases.length < room && this.#state === 'running') await waitForAppend(this.#timers, this.#options.pollMs, wakeup, this.#halt.signal);
       else wakeup.cancel();
     }
   }
@@ -333,30 +328,6 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       return;
     }
     await sleep(this.#timers, backoffMs, this.#halt.signal);
-  }
-
-  /** Starts listening for an append (when the store can tell); cancel it when it is not awaited. */
-  #watchAppends(): { woken: Promise<boolean>; cancel(): void } {
-    if (!this.#source.capabilities.notifications) return { woken: never(), cancel: () => undefined };
-    const listening = new AbortController();
-    // Twice the poll: the claim before the wait eats into it, and the poll
-    // timer bounds the wait anyway. A failed wait leaves the rest to the poll.
-    const woken = this.#source.waitForAppend(this.stream, 2 * this.#options.pollMs, listening.signal).catch(() => never());
-    return { woken, cancel: () => listening.abort(CANCELLED) };
-  }
-
-  /** Waits `pollMs`, or less when `wakeup` reports an append. */
-  async #waitForAppend(wakeup: { woken: Promise<boolean>; cancel(): void }): Promise<void> {
-    const wait = new AbortController();
-    const stop = (): void => wait.abort(CANCELLED);
-    this.#halt.signal.addEventListener('abort', stop, { once: true });
-    try {
-      await Promise.race([sleep(this.#timers, this.#options.pollMs, wait.signal), wakeup.woken]);
-    } finally {
-      wait.abort(CANCELLED);
-      wakeup.cancel();
-      this.#halt.signal.removeEventListener('abort', stop);
-    }
   }
 
   // ---- run --------------------------------------------------------------------

@@ -13,8 +13,8 @@ export type Interrupt = { kind: 'lost'; error: RheoError } | { kind: 'stopping' 
 /** A settlement to carry out, or `lost`: the lease is no longer ours, settle nothing. */
 export type RunResult = Settlement | { kind: 'lost'; error: RheoError };
 
-/** How the consumer reads a handler: by its outcome vocabulary (handler-outcome.ts). */
-const READING: RunReading<RunResult> = {
+/** How the consumer and the partition worker read a handler: by their outcome vocabulary (handler-outcome.ts). */
+export const CONSUMER_READING: RunReading<Settlement> = {
   returned: settlementOf,
   threw: thrownSettlement,
   timedOut: (timeoutMs) => {
@@ -31,7 +31,7 @@ const READING: RunReading<RunResult> = {
  */
 export class HandlerRun<T extends JsonValue = JsonValue> {
   readonly lease: Lease<T>;
-  readonly #engine = new Engine<RunResult>(READING);
+  readonly #engine = new Engine<RunResult>(CONSUMER_READING);
 
   constructor(lease: Lease<T>) {
     this.lease = lease;

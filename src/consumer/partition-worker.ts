@@ -3,12 +3,13 @@ import type { JsonValue, RheoEvent } from '../core/types.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { sleep, type Timers } from '../runtime/timers.js';
 import { isThenable } from '../runtime/lease-outcome.js';
-import { HandlerRun, type RunReading } from '../runtime/handler-run.js';
+import { HandlerRun } from '../runtime/handler-run.js';
+import { CONSUMER_READING } from './handler-run.js';
 import type { Slots } from '../runtime/slots.js';
 import type { Coalescer } from '../core/coalescer.js';
 import type { CommitInput } from '../core/ownership-arguments.js';
 import type { SettleResult } from '../core/types.js';
-import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
+import type { Settlement } from './handler-outcome.js';
 import type { PartitionHandlerContext, PartitionSource, ResolvedPartitionOptions } from './partition-options.js';
 
 /** What the worker tells its consumer, for counters and events. */
@@ -26,16 +27,6 @@ const DONE: EventEnd = { kind: 'done' };
 const ABORTED: EventEnd = { kind: 'aborted' };
 /** What a handler run that the worker aborted counts as (it is never settled: the event is not done). */
 const ABORTED_RUN: Settlement = { kind: 'nack', reason: 'aborted', delayMs: 0, failure: null };
-
-/** How the worker reads a handler: by the consumer's outcome vocabulary (handler-outcome.ts). */
-const READING: RunReading<Settlement> = {
-  returned: settlementOf,
-  threw: thrownSettlement,
-  timedOut: (timeoutMs) => {
-    const result = timeoutSettlement(timeoutMs);
-    return { result, reason: result.kind === 'nack' ? result.failure?.error : undefined };
-  },
-};
 
 /**
  * One owned partition: reads it in sequence order from the committed
@@ -343,7 +334,7 @@ export class PartitionWorker<T extends JsonValue> {
    */
   #invoke(event: RheoEvent<T>, attempt: number): Settlement | Promise<Settlement> {
     const parent = this.#abort.signal;
-    const run = new HandlerRun<Settlement>(READING);
+    const run = new HandlerRun<Settlement>(CONSUMER_READING);
     const context: PartitionHandlerContext = {
       attempt,
       partition: this.partition,
