@@ -194,6 +194,12 @@ function derive(ctx: BenchContext): void {
   // What exactly-once effects cost: the same handler write committed with the ack, over the same write committed apart.
   pair(CONSUME, CONSUME_DERIVED.transactionCost, effectCase(true), effectCase(false));
   pair(CONSUME, CONSUME_DERIVED.transactionVsPlain, effectCase(true), consumeCase('postgres', EFFECT_SETTING));
+  // Competing consumers must not lose rate by spreading over partitions.
+  for (const kind of ['memory', 'postgres'] as const) {
+    for (const s of CONSUME_SETTINGS) {
+      pair(CONSUME, CONSUME_DERIVED.spread(kind, s), consumeCase(kind, s, 8), consumeCase(kind, s));
+    }
+  }
   // Across scenarios: run i of each, both in this run on this server.
   const graphile = ctx.metrics.get(`${PEERS}\u0000${PEER_CASES.graphile}`);
   const one = ctx.metrics.get(`${PARTITIONS}\u0000${PARTITION_CASES.one}`);
@@ -206,6 +212,8 @@ function derive(ctx: BenchContext): void {
 const CONSUME_DERIVED = {
   transactionCost: 'rheo postgres consume transaction: true ÷ the same insert committed apart (what the transaction costs)',
   transactionVsPlain: 'rheo postgres consume transaction: true (insert per event) ÷ plain no-op consume (maxDemand 100, concurrency 10)',
+  spread: (kind: string, s: { maxDemand: number; concurrency: number }): string =>
+    `rheo ${kind} rheo.consume on 8 partitions ÷ on 1 (maxDemand ${s.maxDemand}, concurrency ${s.concurrency})`,
 };
 
 const PARTITION_DERIVED = {

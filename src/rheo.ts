@@ -50,6 +50,8 @@ import { memoryBackend } from './backends/memory/memory-backend.js';
 import { RheoProducer } from './producer/rheo-producer.js';
 import type { ProducerOptions } from './producer/producer-options.js';
 import { createConsumer, type Consumer } from './consumer/consumer.js';
+import { createLeaseSource } from './facade/lease-source.js';
+import type { LeaseSource } from './runtime/sources.js';
 import type { ConsumeOptions } from './consumer/consumer-types.js';
 import { BackgroundTrimmer } from './retention/background-trimmer.js';
 import { PartitionConsumer } from './consumer/partition-consumer.js';
@@ -93,6 +95,7 @@ export class Rheo {
   readonly #telemetry: RheoTelemetry | null;
   readonly #calls: FacadeCalls;
   #closing: Promise<void> | null = null;
+  #leases: LeaseSource | null = null;
 
   constructor(options: RheoOptions = {}) {
     const resolved = resolveOptions(options);
@@ -313,7 +316,7 @@ export class Rheo {
       });
       return consumer;
     }
-    const consumer = createConsumer<T>(this, options as ConsumeOptions<T>);
+    const consumer = createConsumer<T>(this.#leaseSource(), options as ConsumeOptions<T>);
     const end = (): Promise<void> => consumer.stop({ timeoutMs: 0 });
     this.#attached.add(end);
     const untrack = trackGroupReader(this.backend, consumer.stream, consumer.group, 'consumer', this.logger);
@@ -459,6 +462,22 @@ export class Rheo {
   /** Live members, the owner of each partition and the group generation. */
   members(stream: string, group: string, options: CallOptions = {}): Promise<GroupMembership> {
     return ownership.members(this.#calls, stream, group, options);
+  }
+
+  /** What competing consumers claim, renew and settle through (facade/lease-source.ts); made on first use. */
+  #leaseSource(): LeaseSource {
+    const calls = this.#calls;
+    this.#leases ??= createLeaseSource({
+      backend: this.backend,
+      defaults: this.defaults,
+      clock: this.clock,
+      logger: this.logger,
+      telemetry: this.#telemetry,
+      assertOpen: () => this.#assertOpen(),
+      assertCanSettle: () => calls.assertCanSettle(),
+      call: (fn, target) => calls.call(fn, undefined, target),
+    });
+    return this.#leases;
   }
 
   #assertOpen(): void {

@@ -1,4 +1,4 @@
-import { createConsumer, type Consumer } from '../../src/consumer/consumer.js';
+import type { Consumer } from '../../src/consumer/consumer.js';
 import type { ConsumeOptions } from '../../src/consumer/consumer-types.js';
 import type { JsonValue } from '../../src/core/types.js';
 import { createRheo, type Rheo, type RheoDefaults } from '../../src/index.js';
@@ -40,11 +40,7 @@ export async function caughtUp(rheo: Rheo, stream: string, group: string): Promi
   return report.lag === 0;
 }
 
-/**
- * `rheo.consume(options)` where the facade has it; otherwise the consumer
- * module it is built from (same code path).
- */
+/** `rheo.consume(options)` in competing mode. */
 export function consume<T extends JsonValue = JsonValue>(rheo: Rheo, options: ConsumeOptions<T>): Consumer<T> {
-  const facade = rheo as unknown as { consume?: (o: ConsumeOptions<T>) => Consumer<T> };
-  return typeof facade.consume === 'function' ? facade.consume(options) : createConsumer<T>(rheo, options);
+  return rheo.consume<T>(options);
 }

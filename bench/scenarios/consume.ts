@@ -35,8 +35,16 @@ export function producerCase(kind: BackendKind, s: { maxDemand: number; concurre
   return `rheo ${kind} RheoProducer→lease sink (maxDemand ${s.maxDemand}, concurrency ${s.concurrency}${sizeNote(kind, s)})`;
 }
 
-export function consumeCase(kind: BackendKind, s: { maxDemand: number; concurrency: number }): string {
-  return `rheo ${kind} rheo.consume (maxDemand ${s.maxDemand}, concurrency ${s.concurrency}${sizeNote(kind, s)})`;
+/**
+ * The stream sizes every `rheo.consume` case drains: one partition, and eight,
+ * where competing consumers claim fairly across partitions (a regression
+ * there once cost a fifth of the rate unnoticed, since other cases use one).
+ */
+export const CONSUME_PARTITIONS = [1, 8] as const;
+
+export function consumeCase(kind: BackendKind, s: { maxDemand: number; concurrency: number }, partitions = 1): string {
+  const spread = partitions === 1 ? '' : `, ${partitions} partitions`;
+  return `rheo ${kind} rheo.consume (maxDemand ${s.maxDemand}, concurrency ${s.concurrency}${spread}${sizeNote(kind, s)})`;
 }
 
 /** The setting the effect cases (a handler that writes a row per event) run at. */
@@ -76,15 +84,15 @@ export async function consumeScenario(ctx: BenchContext): Promise<void> {
 async function consumeRuns(ctx: BenchContext, kind: BackendKind, url: string | undefined, events: number): Promise<void> {
   const rheo = await openRheo(kind, { url });
   let seq = 0;
-  // One stream per event count; a fresh group per drain (its backlog is exactly `count`).
-  const streams = new Map<number, string>();
-  const fresh = async (count: number): Promise<{ stream: string; group: string }> => {
-    let stream = streams.get(count);
+  // One stream per event count and partition count; a fresh group per drain (its backlog is exactly `count`).
+  const streams = new Map<string, string>();
+  const fresh = async (count: number, partitions = 1): Promise<{ stream: string; group: string }> => {
+    let stream = streams.get(`${count}/${partitions}`);
     if (!stream) {
-      stream = `consume-${kind}-${count}`;
-      await rheo.createStream(stream);
+      stream = partitions === 1 ? `consume-${kind}-${count}` : `consume-${kind}-${count}-p${partitions}`;
+      await rheo.createStream(stream, { partitions });
       await fill(rheo, stream, count);
-      streams.set(count, stream);
+      streams.set(`${count}/${partitions}`, stream);
     }
     const group = `g${seq++}`;
     await rheo.createGroup(stream, group);
@@ -95,7 +103,9 @@ async function consumeRuns(ctx: BenchContext, kind: BackendKind, url: string | u
       for (const s of CONSUME_SETTINGS) {
         const n = eventsFor(kind, s, events);
         ctx.record(CONSUME, producerCase(kind, s), 'events/s', await drainWithProducer(rheo, await fresh(n), n, s));
-        ctx.record(CONSUME, consumeCase(kind, s), 'events/s', await drainWithConsume(rheo, await fresh(n), n, s));
+        for (const partitions of CONSUME_PARTITIONS) {
+          ctx.record(CONSUME, consumeCase(kind, s, partitions), 'events/s', await drainWithConsume(rheo, await fresh(n, partitions), n, s));
+        }
       }
       for (const limit of FETCH_LOOP_LIMITS) {
         ctx.record(CONSUME, fetchLoopCase(kind, limit), 'events/s', await drainWithFetchLoop(rheo, await fresh(events), events, limit));

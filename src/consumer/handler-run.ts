@@ -1,61 +1,57 @@
 import type { RheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
-import type { ScheduledTimer, Timers } from '../runtime/timers.js';
-import { LazyAbort } from '../runtime/lazy-abort.js';
-import { isThenable } from '../runtime/lease-outcome.js';
-import type { ConsumerHandler, HandlerContext, HandlerOutcome } from './consumer-types.js';
+import { HandlerRun as Engine, type RunGauge, type RunReading } from '../runtime/handler-run.js';
+import type { Timers } from '../runtime/timers.js';
+import type { ConsumerHandler, HandlerContext } from './consumer-types.js';
 import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
+
+export type { RunGauge } from '../runtime/handler-run.js';
 
 /** Why a run was cut short from outside the handler. */
 export type Interrupt = { kind: 'lost'; error: RheoError } | { kind: 'stopping' };
 
-/** Told when the handler is really called and when its own promise settles. */
-export interface RunGauge {
-  started(): void;
-  settled(): void;
-}
-
 /** A settlement to carry out, or `lost`: the lease is no longer ours, settle nothing. */
 export type RunResult = Settlement | { kind: 'lost'; error: RheoError };
 
+/** How the consumer and the partition worker read a handler: by their outcome vocabulary (handler-outcome.ts). */
+export const CONSUMER_READING: RunReading<Settlement> = {
+  returned: settlementOf,
+  threw: thrownSettlement,
+  timedOut: (timeoutMs) => {
+    const result = timeoutSettlement(timeoutMs);
+    return { result, reason: result.kind === 'nack' ? result.failure?.error : undefined };
+  },
+};
+
 /**
- * One handler invocation for one lease: its abort signal, its timeout and
- * the interrupts (lease lost, drain gave up) that end it early.
- *
- * JavaScript cannot kill a function, so a timed-out or interrupted handler
- * gets its `signal` aborted and the run resolves at once; the consumer then
- * settles and moves on. The gauge hears `settled` only when the handler's own
- * promise settles, so it still counts a handler that ignores its signal.
- *
- * A handler that returns a plain value (not a promise) is answered
- * synchronously, with no promise at all: on the hot path of a fast handler
- * the promises per lease were most of the consumer's cost.
+ * One handler invocation of the consumer for one lease, on the runtime's
+ * engine (runtime/handler-run.ts: lazy signal, timeout, synchronous fast
+ * path); this adds the consumer's context and its interrupts (lease lost,
+ * drain gave up).
  */
 export class HandlerRun<T extends JsonValue = JsonValue> {
   readonly lease: Lease<T>;
-  readonly #abort = new LazyAbort();
-  #result: RunResult | null = null;
-  #resolve: ((result: RunResult) => void) | null = null;
-  #timer: ScheduledTimer | null = null;
+  readonly #engine = new Engine<RunResult>(CONSUMER_READING);
 
   constructor(lease: Lease<T>) {
     this.lease = lease;
   }
 
   get signal(): AbortSignal {
-    return this.#abort.signal;
+    return this.#engine.signal;
   }
 
   /** Whether the handler's signal was aborted (timeout, lease lost, drain gave up). */
   get aborted(): boolean {
-    return this.#abort.aborted;
+    return this.#engine.aborted;
   }
 
   /** Aborts the handler's signal and ends the run now (idempotent; the first interrupt wins). */
   interrupt(interrupt: Interrupt): void {
-    if (this.#abort.aborted) return;
-    this.#abort.abort(interrupt.kind === 'lost' ? interrupt.error : stoppedError());
-    this.#finish(interrupted(interrupt));
+    if (this.#engine.aborted) return;
+    if (interrupt.kind === 'lost') return this.#engine.interrupt({ kind: 'lost', error: interrupt.error }, interrupt.error);
+    const error = stoppedError();
+    this.#engine.interrupt({ kind: 'nack', reason: error.message, delayMs: 0, failure: { kind: 'stopped', error } }, error);
   }
 
   /**
@@ -64,51 +60,7 @@ export class HandlerRun<T extends JsonValue = JsonValue> {
    * Never throws or rejects.
    */
   run(handler: ConsumerHandler<T>, timeoutMs: number | null, timers: Timers, gauge: RunGauge): RunResult | Promise<RunResult> {
-    if (this.#result) return this.#result;
-    if (timeoutMs !== null) {
-      // The handler's own work keeps the process alive; its timeout alone must not.
-      this.#timer = timers.schedule(timeoutMs, () => this.#timedOut(timeoutMs), { keepAlive: false });
-    }
-    gauge.started();
-    let value: HandlerOutcome | Promise<HandlerOutcome>;
-    try {
-      value = handler(this.lease.event, new RunContext(this));
-    } catch (error) {
-      this.#handlerDone(gauge, thrownSettlement(error));
-      return this.#result!;
-    }
-    if (!isThenable(value)) {
-      this.#handlerDone(gauge, settlementOf(value));
-      return this.#result!;
-    }
-    Promise.resolve(value).then(
-      (outcome) => this.#handlerDone(gauge, settlementOf(outcome)),
-      (error: unknown) => this.#handlerDone(gauge, thrownSettlement(error)),
-    );
-    return this.#result ?? new Promise<RunResult>((resolve) => (this.#resolve = resolve));
-  }
-
-  #handlerDone(gauge: RunGauge, result: RunResult): void {
-    gauge.settled();
-    this.#finish(result);
-  }
-
-  #timedOut(timeoutMs: number): void {
-    this.#timer = null;
-    const settlement = timeoutSettlement(timeoutMs);
-    if (settlement.kind === 'nack') this.#abort.abort(settlement.failure?.error);
-    this.#finish(settlement);
-  }
-
-  /** The first result wins. */
-  #finish(result: RunResult): void {
-    if (this.#result) return;
-    this.#result = result;
-    this.#timer?.cancel();
-    this.#timer = null;
-    const resolve = this.#resolve;
-    this.#resolve = null;
-    resolve?.(result);
+    return this.#engine.run(() => handler(this.lease.event, new RunContext(this)), timeoutMs, timers, gauge);
   }
 }
 
@@ -131,12 +83,6 @@ class RunContext<T extends JsonValue> implements HandlerContext<T> {
   get signal(): AbortSignal {
     return this.#run.signal;
   }
-}
-
-function interrupted(interrupt: Interrupt): RunResult {
-  if (interrupt.kind === 'lost') return { kind: 'lost', error: interrupt.error };
-  const error = stoppedError();
-  return { kind: 'nack', reason: error.message, delayMs: 0, failure: { kind: 'stopped', error } };
 }
 
 function stoppedError(): Error {

@@ -18,7 +18,8 @@ import {
 import { Coalescer } from '../core/coalescer.js';
 import type { CommitInput } from '../core/ownership-arguments.js';
 import type { SettleResult } from '../core/types.js';
-import { PartitionWorker, Slots } from './partition-worker.js';
+import { PartitionWorker } from './partition-worker.js';
+import { Slots } from '../runtime/slots.js';
 import { partitionTransactionalHandler } from './transactional-handler.js';
 import { requireCapability } from '../core/capabilities.js';
 
@@ -281,10 +282,29 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
       },
     });
     // A worker that ended by itself (fenced) makes room for the next grant.
+    // When the store fenced it (the partition moved on without our release:
+    // a session that ended while paused, say) that is a loss like one seen
+    // in a heartbeat's view, and counted and reported the same way; the
+    // next view no longer holds the worker, so it would go unnoticed there.
     void worker.done.then(() => {
-      if (worker.fenced && this.#workers.get(owned.partition) === worker) this.#workers.delete(owned.partition);
+      if (!worker.fenced || this.#workers.get(owned.partition) !== worker) return;
+      this.#workers.delete(owned.partition);
+      this.#revoking.delete(owned.partition);
+      if (worker.movedOn) this.#lostByFence(owned.partition);
     });
     return worker;
+  }
+
+  #lostByFence(partition: number): void {
+    this.#counters.lost++;
+    report(this, 'rebalance', {
+      ...this.#base(),
+      groupGeneration: this.#groupGeneration,
+      assigned: [],
+      revoked: [],
+      lost: [partition],
+      owned: [...this.#workers.keys()].sort((a, b) => a - b),
+    });
   }
 
   async #release(partition: number, generation: number): Promise<void> {

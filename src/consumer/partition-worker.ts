@@ -3,39 +3,14 @@ import type { JsonValue, RheoEvent } from '../core/types.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { sleep, type Timers } from '../runtime/timers.js';
 import { isThenable } from '../runtime/lease-outcome.js';
+import { HandlerRun } from '../runtime/handler-run.js';
+import { CONSUMER_READING } from './handler-run.js';
+import type { Slots } from '../runtime/slots.js';
 import type { Coalescer } from '../core/coalescer.js';
 import type { CommitInput } from '../core/ownership-arguments.js';
 import type { SettleResult } from '../core/types.js';
-import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
-import type { PartitionHandler, PartitionHandlerContext, PartitionSource, ResolvedPartitionOptions } from './partition-options.js';
-
-/** A counting semaphore: `concurrency` handlers at once across every worker of a consumer. */
-export class Slots {
-  #free: number;
-  readonly #waiters: Array<() => void> = [];
-
-  constructor(size: number) {
-    this.#free = size;
-  }
-
-  /** Takes a slot now if one is free (no promise, no turn of the event loop). */
-  tryTake(): boolean {
-    if (this.#free === 0) return false;
-    this.#free--;
-    return true;
-  }
-
-  async take(): Promise<void> {
-    if (this.tryTake()) return;
-    await new Promise<void>((resolve) => this.#waiters.push(resolve));
-  }
-
-  give(): void {
-    const next = this.#waiters.shift();
-    if (next) next();
-    else this.#free++;
-  }
-}
+import type { Settlement } from './handler-outcome.js';
+import type { PartitionHandlerContext, PartitionSource, ResolvedPartitionOptions } from './partition-options.js';
 
 /** What the worker tells its consumer, for counters and events. */
 export interface WorkerReport {
@@ -54,24 +29,6 @@ const ABORTED: EventEnd = { kind: 'aborted' };
 const ABORTED_RUN: Settlement = { kind: 'nack', reason: 'aborted', delayMs: 0, failure: null };
 
 /**
- * A handler call still running. Its `AbortSignal` is made only if the
- * handler reads `context.signal` (most never do, and one per event was a
- * tenth of the consumer's CPU); the worker aborts what it made.
- */
-class Run {
-  controller: AbortController | null = null;
-  settle: ((s: Settlement) => void) | null = null;
-
-  signal(parent: AbortSignal): AbortSignal {
-    if (this.controller === null) {
-      this.controller = new AbortController();
-      if (parent.aborted) this.controller.abort(parent.reason);
-    }
-    return this.controller.signal;
-  }
-}
-
-/**
  * One owned partition: reads it in sequence order from the committed
  * frontier, runs the handler on each event (one at a time, or one at a time
  * per key), and commits once per batch: the contiguous prefix of the batch
@@ -85,8 +42,15 @@ export class PartitionWorker<T extends JsonValue> {
   readonly partition: number;
   readonly generation: number;
   readonly done: Promise<void>;
-  /** Set once a call came back `stale_generation`. */
+  /** Set once a call came back `stale_generation` (or `closed`), or the consumer gave the partition up (`lose()`). */
   fenced = false;
+  /**
+   * Set when the store itself said the partition moved on (`stale_generation`
+   * on a read, a commit or a transaction): the consumer counts that as a loss.
+   * Not set by `closed` (rheo shutting down moves nothing) nor by `lose()`
+   * (the consumer counted that loss when it called it).
+   */
+  movedOn = false;
   #position: number;
   #stopping = false;
   readonly #abort = new AbortController();
@@ -100,7 +64,7 @@ export class PartitionWorker<T extends JsonValue> {
   readonly #report: WorkerReport;
   readonly #committer: Coalescer<CommitInput, SettleResult>;
   /** Asynchronous handler runs in progress, ended at once when the worker aborts. */
-  readonly #running = new Set<Run>();
+  readonly #running = new Set<HandlerRun<Settlement>>();
 
   constructor(
     source: PartitionSource,
@@ -123,10 +87,7 @@ export class PartitionWorker<T extends JsonValue> {
     this.#abort.signal.addEventListener(
       'abort',
       () => {
-        for (const run of [...this.#running]) {
-          run.controller?.abort(this.#abort.signal.reason);
-          run.settle?.(ABORTED_RUN);
-        }
+        for (const run of [...this.#running]) run.interrupt(ABORTED_RUN, this.#abort.signal.reason);
       },
       { once: true },
     );
@@ -258,7 +219,9 @@ export class PartitionWorker<T extends JsonValue> {
   }
 
   #fencedBy(error: unknown): boolean {
-    if (!isRheoError(error, 'stale_generation') && !isRheoError(error, 'closed')) return false;
+    const moved = isRheoError(error, 'stale_generation');
+    if (!moved && !isRheoError(error, 'closed')) return false;
+    if (moved && !this.fenced) this.movedOn = true;
     this.fenced = true;
     this.#abort.abort(error);
     return true;
@@ -364,57 +327,34 @@ export class PartitionWorker<T extends JsonValue> {
   }
 
   /**
-   * One handler call with its own signal (aborted by the worker's) and
-   * optional timeout. Never rejects; a handler that returns synchronously
-   * is settled synchronously, without a promise or a timer.
+   * One handler call on the runtime's engine (runtime/handler-run.ts): its
+   * own signal, aborted by the worker's, and the optional timeout. Never
+   * rejects; a handler that returns synchronously is settled synchronously,
+   * without a promise or a timer.
    */
   #invoke(event: RheoEvent<T>, attempt: number): Settlement | Promise<Settlement> {
     const parent = this.#abort.signal;
-    const run = new Run();
+    const run = new HandlerRun<Settlement>(CONSUMER_READING);
     const context: PartitionHandlerContext = {
       attempt,
       partition: this.partition,
       generation: this.generation,
       memberId: this.#o.memberId,
       get signal() {
-        return run.signal(parent);
+        if (parent.aborted) run.abortSignal(parent.reason);
+        return run.signal;
       },
     };
-    let value: ReturnType<PartitionHandler<T>>;
-    try {
-      value = this.#o.handler(event, context);
-    } catch (error) {
-      return thrownSettlement(error);
-    }
-    if (!isThenable(value)) return settlementOf(value);
-    return new Promise<Settlement>((resolve) => {
-      let timer: { cancel(): void } | null = null;
-      run.settle = (s: Settlement): void => {
-        if (run.settle === null) return;
-        run.settle = null;
-        this.#running.delete(run);
-        timer?.cancel();
-        resolve(s);
-      };
+    const handler = this.#o.handler;
+    const result = run.run(() => handler(event, context), this.#o.handlerTimeoutMs, this.#timers);
+    if (!isThenable(result)) return result;
+    // Still running: the worker's abort ends it at once (its answer is then ignored).
+    if (parent.aborted) run.interrupt(ABORTED_RUN, parent.reason);
+    else {
       this.#running.add(run);
-      if (parent.aborted) return run.settle(ABORTED_RUN);
-      const timeoutMs = this.#o.handlerTimeoutMs;
-      if (timeoutMs !== null) {
-        timer = this.#timers.schedule(
-          timeoutMs,
-          () => {
-            const s = timeoutSettlement(timeoutMs);
-            run.controller?.abort(s.kind === 'nack' ? s.failure?.error : undefined);
-            run.settle?.(s);
-          },
-          { keepAlive: false },
-        );
-      }
-      Promise.resolve(value).then(
-        (v) => run.settle?.(settlementOf(v)),
-        (error: unknown) => run.settle?.(thrownSettlement(error)),
-      );
-    });
+      void result.then(() => this.#running.delete(run));
+    }
+    return result;
   }
 }
 

@@ -10,24 +10,10 @@ import { InflightTracker } from './inflight-tracker.js';
 import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
+import { waitForAppend, watchAppends } from '../runtime/append-wait.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
 import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 
-/**
- * The reason for aborting the producer's own waits. Without a reason,
- * `abort()` builds a DOMException with a stack trace, once or twice per
- * fetch: about 1% of a fast pipeline's time in profiles.
- */
-const CANCELLED = new Error('rheo producer wait cancelled');
-
-/**
- * Never settles: the wake-up of a backend without notifications, and what a
- * failed notification wait turns into. A fresh one each time: a shared one
- * would keep every waiter's reaction.
- */
-function never(): Promise<boolean> {
-  return new Promise<boolean>(() => undefined);
-}
 
 /**
  * Typed overloads for the producer's own events and for the `Readable`
@@ -344,9 +330,9 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     while (this.#wanted && !this.destroyed && !this.#draining) {
       const room = this.maxDemand - this.#tracker.size;
       if (room < this.minDemand) return; // near the cap: confirms resume us
-      // Listen before fetching: an append that lands while the fetch is on its
-      // way would otherwise notify nobody and cost a whole poll interval.
-      const wakeup = this.#watchAppends();
+      const backend = this.#source.backend;
+      const notified = backend.capabilities.notifications && backend.waitForAppend ? backend.waitForAppend.bind(backend) : null;
+      const wakeup = watchAppends(notified, this.stream, this.pollMs);
       let leases: Lease<T>[];
       try {
         leases = await this.#source.fetch<T>(this.stream, this.group, {
@@ -386,7 +372,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         return;
       }
       if (leases.length === 0) {
-        await this.#waitForAppend(wakeup);
+        await waitForAppend(this.timers, this.pollMs, wakeup, this.#stop.signal);
         continue;
       }
       // A short fetch means nothing else was claimable: the next fetch waits
@@ -399,40 +385,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       let more = true;
       for (const lease of leases) more = this.push(lease);
       if (!more) this.#wanted = false; // Node calls _read again when the buffer drains
-      if (caughtUp && this.#wanted && !this.destroyed && !this.#draining) await this.#waitForAppend(wakeup);
+      if (caughtUp && this.#wanted && !this.destroyed && !this.#draining) await waitForAppend(this.timers, this.pollMs, wakeup, this.#stop.signal);
       else wakeup.cancel();
-    }
-  }
-
-  /**
-   * Starts listening for an append to the stream (when the backend can tell);
-   * `woken` resolves `true` on one. Cancel it when it is not awaited.
-   */
-  #watchAppends(): { woken: Promise<boolean>; cancel(): void } {
-    const backend = this.#source.backend;
-    if (!backend.capabilities.notifications || !backend.waitForAppend) {
-      return { woken: never(), cancel: () => undefined };
-    }
-    const listening = new AbortController();
-    // Twice the poll: the fetch before the wait eats into it, and the poll timer bounds the wait anyway.
-    // A wait that fails (its connection lost, say) leaves the rest to the poll
-    // timer: ending it at once would turn the producer into a fetch loop with
-    // no pause for as long as the listener keeps failing.
-    const woken = backend.waitForAppend(this.stream, 2 * this.pollMs, listening.signal).catch(() => never());
-    return { woken, cancel: () => listening.abort(CANCELLED) };
-  }
-
-  /** Waits `pollMs`, or less when `wakeup` reports an append. A lost wakeup only costs latency. */
-  async #waitForAppend(wakeup: { woken: Promise<boolean>; cancel(): void }): Promise<void> {
-    const wait = new AbortController();
-    const stop = (): void => wait.abort(CANCELLED);
-    this.#stop.signal.addEventListener('abort', stop, { once: true });
-    try {
-      await Promise.race([sleep(this.timers, this.pollMs, wait.signal), wakeup.woken]);
-    } finally {
-      wait.abort(CANCELLED);
-      wakeup.cancel();
-      this.#stop.signal.removeEventListener('abort', stop);
     }
   }
 

@@ -26,7 +26,6 @@ import type { RheoProducer } from '../producer/rheo-producer.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import { telemetryOf, type RheoTelemetry } from '../observability/telemetry.js';
-import { chosenHandler } from './handler-option.js';
 
 interface ClosedBatch<T> {
   leases: Lease<T>[];
@@ -67,22 +66,12 @@ export type BatchHandler<T extends JsonValue = JsonValue> = (
 /**
  * Options of `createBatchSink`: `producer`, `handler` and the tuning fields
  * of `BatchSinkTuning`. The handler is named `handler`, as in `rheo.consume`
- * and `createLeaseSink`; the older name `handleBatch` still works.
+ * and `createLeaseSink`.
  */
-export type BatchSinkOptions<T extends JsonValue = JsonValue> = BatchSinkTuning<T> &
-  (
-    | {
-        /** Runs once per batch; its outcome decides the settles (see `BatchOutcome`). */
-        handler: BatchHandler<T>;
-        /** @deprecated Renamed `handler`; pass one of the two. */
-        handleBatch?: undefined;
-      }
-    | {
-        handler?: undefined;
-        /** @deprecated Renamed `handler`, the name `rheo.consume` and `createLeaseSink` use. */
-        handleBatch: BatchHandler<T>;
-      }
-  );
+export interface BatchSinkOptions<T extends JsonValue = JsonValue> extends BatchSinkTuning<T> {
+  /** Runs once per batch; its outcome decides the settles (see `BatchOutcome`). */
+  handler: BatchHandler<T>;
+}
 
 /** The fields of `BatchSinkOptions` besides the handler. */
 export interface BatchSinkTuning<T extends JsonValue = JsonValue> {
@@ -174,8 +163,8 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #onLost = (info: LeaseLostInfo<T>): void => this.#lost.add(info.lease.leaseId);
 
   constructor(options: BatchSinkOptions<T>) {
-    const handler = chosenHandler<BatchHandler<T>>('createBatchSink', options, 'handleBatch');
-    if (handler === null || !options.producer) {
+    const handler = (options as Partial<BatchSinkOptions<T>> | null)?.handler;
+    if (typeof handler !== 'function' || !options.producer) {
       throw invalidArgument('createBatchSink expects { producer, handler(leases, { signal }), batchSize?, batchTimeoutMs?, concurrency? }');
     }
     const batchSize = optionalInteger('batchSize', options.batchSize, 100, { min: 1, max: 100_000 });

@@ -3,8 +3,8 @@ import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
-import { LazyAbort } from '../runtime/lazy-abort.js';
-import { chosenHandler } from './handler-option.js';
+import { HandlerRun, type RunReading } from '../runtime/handler-run.js';
+import { systemTimers } from '../runtime/timers.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
 
@@ -39,22 +39,12 @@ export type LeaseHandler<T extends JsonValue = JsonValue> = (
 /**
  * Options of `createLeaseSink`: `producer`, `handler` and the tuning fields of
  * `LeaseSinkTuning`. The handler is named `handler`, as in `rheo.consume`
- * and `createBatchSink`; the older name `handle` still works.
+ * and `createBatchSink`.
  */
-export type LeaseSinkOptions<T extends JsonValue = JsonValue> = LeaseSinkTuning<T> &
-  (
-    | {
-        /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
-        handler: LeaseHandler<T>;
-        /** @deprecated Renamed `handler`; pass one of the two. */
-        handle?: undefined;
-      }
-    | {
-        handler?: undefined;
-        /** @deprecated Renamed `handler`, the name `rheo.consume` and `createBatchSink` use. */
-        handle: LeaseHandler<T>;
-      }
-  );
+export interface LeaseSinkOptions<T extends JsonValue = JsonValue> extends LeaseSinkTuning<T> {
+  /** Runs once per lease; its outcome decides the settle (see `LeaseOutcome`). */
+  handler: LeaseHandler<T>;
+}
 
 /** The fields of `LeaseSinkOptions` besides the handler. */
 export interface LeaseSinkTuning<T extends JsonValue = JsonValue> {
@@ -109,7 +99,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   #values: Map<string, unknown> | null = null;
   /** Accepted and not started, oldest first. */
   readonly #queue = new WorkQueue<Lease<T>>();
-  readonly #running = new Map<string, LazyAbort>();
+  readonly #running = new Map<string, HandlerRun<SinkRun>>();
   /** Handlers running plus settles not answered yet: `_final` waits for zero. */
   #busy = 0;
   #idle: (() => void) | null = null;
@@ -120,7 +110,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #onLost = (info: LeaseLostInfo<T>): void => {
     const id = info.lease.leaseId;
     const running = this.#running.get(id);
-    if (running) return running.abort(info.error);
+    if (running) return running.abortSignal(info.error);
     // Lost while queued (renewal answered stale_lease): its settle would be refused anyway.
     if (this.#queue.withdraw((lease) => lease.leaseId === id)) {
       this.#values?.delete(id);
@@ -150,8 +140,8 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   };
 
   constructor(options: LeaseSinkOptions<T>) {
-    const handler = chosenHandler<LeaseHandler<T>>('createLeaseSink', options, 'handle');
-    if (handler === null || !options.producer) {
+    const handler = (options as Partial<LeaseSinkOptions<T>> | null)?.handler;
+    if (typeof handler !== 'function' || !options.producer) {
       throw invalidArgument('createLeaseSink expects { producer, handler(lease, { signal }), concurrency? }');
     }
     const concurrency = optionalInteger('concurrency', options.concurrency, 1, { min: 1, max: 10_000 });
@@ -209,7 +199,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.#destroyed = true;
     const reason = error ?? new Error('lease sink destroyed');
-    for (const abort of this.#running.values()) abort.abort(reason);
+    for (const run of this.#running.values()) run.abortSignal(reason);
     const unstarted = this.#queue.drain();
     this.#values = null;
     this.#producer.off('lease-lost', this.#onLost);
@@ -228,29 +218,26 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   }
 
   /**
-   * Runs the handler; a handler that returns no promise is settled at once,
-   * without a promise of its own (most no-op and CPU-bound handlers).
+   * Runs the handler on the runtime's engine (runtime/handler-run.ts); a
+   * handler that returns no promise is settled at once, without a promise of
+   * its own (most no-op and CPU-bound handlers).
    */
   #start(lease: Lease<T>): void {
-    const abort = new LazyAbort();
-    this.#running.set(lease.leaseId, abort);
+    const run = new HandlerRun<SinkRun>(SINK_READING);
+    this.#running.set(lease.leaseId, run);
     this.#busy++;
     const scope = this.#telemetry?.process(lease) ?? null;
-    let outcome: LeaseOutcome | Promise<LeaseOutcome>;
-    try {
-      const context = new SinkHandlerContext(abort, this.#values?.get(lease.leaseId));
-      outcome = scope ? scope.run(() => this.#handler(lease, context)) : this.#handler(lease, context);
-    } catch (error) {
-      return this.#finish(lease, this.#failed(lease, error), scope, { error });
-    }
-    if (isThenable(outcome)) {
-      Promise.resolve(outcome).then(
-        (value) => this.#finish(lease, settlementOf(value), scope),
-        (error: unknown) => this.#finish(lease, this.#failed(lease, error), scope, { error }),
-      );
-    } else {
-      this.#finish(lease, settlementOf(outcome), scope);
-    }
+    const context = new SinkHandlerContext(run, this.#values?.get(lease.leaseId));
+    const handler = this.#handler;
+    const invoke = (): unknown => handler(lease, context);
+    const result = run.run(scope ? () => scope.run(invoke) : invoke, null, systemTimers);
+    if (isThenable(result)) void result.then((r) => this.#ran(lease, r, scope));
+    else this.#ran(lease, result, scope);
+  }
+
+  #ran(lease: Lease<T>, run: SinkRun, scope: ProcessScope | null): void {
+    if (run.thrown) this.#finish(lease, this.#failed(lease, run.thrown.error), scope, run.thrown);
+    else this.#finish(lease, run.settlement, scope);
   }
 
   #failed(lease: Lease<T>, error: unknown): Settlement {
@@ -284,17 +271,37 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   }
 }
 
+/** What a handler run of the sink ends with: the settlement its outcome asks for, and what it threw, if it did. */
+interface SinkRun {
+  settlement: Settlement;
+  thrown?: { error: unknown };
+}
+
+const ACKED: SinkRun = Object.freeze({ settlement: Object.freeze({ kind: 'ack' as const }) });
+
+/** How the sink reads a handler: by the sinks' outcome vocabulary (runtime/lease-outcome.ts); no timeout. */
+const SINK_READING: RunReading<SinkRun> = {
+  returned: (value) => {
+    const settlement = settlementOf(value);
+    return settlement.kind === 'ack' ? ACKED : { settlement };
+  },
+  threw: (error) => ({ settlement: failureSettlement(error, 'nack'), thrown: { error } }), // #ran settles a throw by the policy
+  timedOut: () => {
+    throw new Error('a lease sink sets no handler timeout');
+  },
+};
+
 /** The `{ signal }` a handler gets; the signal is created only when read. */
 class SinkHandlerContext implements LeaseHandlerContext {
-  readonly #abort: LazyAbort;
+  readonly #run: HandlerRun<SinkRun>;
   readonly value: unknown;
 
-  constructor(abort: LazyAbort, value: unknown) {
-    this.#abort = abort;
+  constructor(run: HandlerRun<SinkRun>, value: unknown) {
+    this.#run = run;
     this.value = value;
   }
 
   get signal(): AbortSignal {
-    return this.#abort.signal;
+    return this.#run.signal;
   }
 }

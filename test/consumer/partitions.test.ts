@@ -287,6 +287,8 @@ for (const factory of factories) {
       expect(b.stats().owned).toEqual([0, 1, 2, 3]);
       expect(await frontiers(rheo)).toEqual([2, 0, 0, 0]);
       expect(a.stats().commits).toBe(0);
+      // Every partition a owned moved on without its release: all four are counted lost, 0 (fenced by its refused commit) too.
+      expect(a.stats().lost).toBe(4);
     });
   });
 }

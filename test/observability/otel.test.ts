@@ -179,7 +179,7 @@ for (const factory of backendFactories) {
       const sink = createBatchSink<JsonValue>({
         producer,
         batchSize: 3,
-        handleBatch: (leases) => {
+        handler: (leases) => {
           handled += leases.length;
         },
       });
@@ -202,7 +202,7 @@ for (const factory of backendFactories) {
       const sink = createLeaseSink<JsonValue>({
         producer,
         concurrency: 2,
-        handle: (lease) => (lease.event.type === 'bad' ? { reject: 'unusable' } : 'ack'),
+        handler: (lease) => (lease.event.type === 'bad' ? { reject: 'unusable' } : 'ack'),
       });
       producer.pipe(sink);
       await until(async () => (await rheo.lag('orders', 'billing')).lag === 0, 'both settled');

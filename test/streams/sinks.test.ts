@@ -44,23 +44,6 @@ for (const factory of backendFactories) {
       ]);
     });
 
-    it('still accepts the deprecated handler name `handle`', async () => {
-      const { rheo, stream, group } = fx();
-      await fx().append(2);
-      const producer = fx().producer({ maxDemand: 2 });
-      const seen: number[] = [];
-      const sink = createLeaseSink({
-        producer,
-        handle: (lease) => {
-          seen.push(lease.event.sequence);
-          if (seen.length === 2) void producer.drain();
-        },
-      });
-      await pipeline(producer, sink);
-      expect(seen.sort()).toEqual([1, 2]);
-      expect((await rheo.lag(stream, group)).lag).toBe(0);
-    });
-
     it('reports a failed settle as an event and keeps going', async () => {
       const { faulty } = fx();
       await fx().append(3);
@@ -254,24 +237,6 @@ for (const factory of backendFactories) {
       expect((await rheo.lag(stream, group)).lag).toBe(0);
     });
 
-    it('still accepts the deprecated handler name `handleBatch`', async () => {
-      const { rheo, stream, group } = fx();
-      await fx().append(3);
-      const producer = fx().producer({ maxDemand: 3 });
-      const batches: number[][] = [];
-      const sink = createBatchSink({
-        producer,
-        batchSize: 3,
-        handleBatch: (leases) => {
-          batches.push(leases.map((l) => l.event.sequence));
-          void producer.drain();
-        },
-      });
-      await pipeline(producer, sink);
-      expect(batches).toEqual([[1, 2, 3]]);
-      expect((await rheo.lag(stream, group)).lag).toBe(0);
-    });
-
     it('closes a partial batch when batchTimeoutMs passes', async () => {
       const { timers } = fx();
       await fx().append(2);
@@ -399,9 +364,9 @@ describe('sink and transform options', () => {
       () => createBatchSink(null as never),
       () => createRateLimit({ limit: 0, intervalMs: 10 }),
       () => createMapTransform({ map: 'nope' } as never),
-      // One handler under two names is ambiguous, not a silent pick.
-      () => createLeaseSink({ producer: {}, handler: () => 'ack', handle: () => 'ack' } as never),
-      () => createBatchSink({ producer: {}, handler: () => 'ack', handleBatch: () => 'ack' } as never),
+      // The removed older names are no handler.
+      () => createLeaseSink({ producer: {}, handle: () => 'ack' } as never),
+      () => createBatchSink({ producer: {}, handleBatch: () => 'ack' } as never),
       () => createLeaseSink({ producer: {}, handler: 'ack' } as never),
     ];
     for (const make of bad) expect(make).toThrow(expect.objectContaining({ name: 'RheoError', code: 'invalid_argument' }));

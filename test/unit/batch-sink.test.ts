@@ -251,10 +251,10 @@ describe('batch sink', () => {
     expect([sink.batchSize, sink.batchTimeoutMs]).toEqual([100, 1000]);
   });
 
-  it('refuses two handlers at once, naming createBatchSink and the older name', () => {
+  it('takes its handler as `handler` only: the removed older name `handleBatch` is no handler', () => {
     const producer = new FakeSettler();
-    expect(() => createBatchSink({ producer: producer.settler, handler: () => {}, handleBatch: () => {} } as never)).toThrow(
-      'createBatchSink takes one handler: pass `handler` (`handleBatch` is its deprecated older name), not both',
+    expect(() => createBatchSink({ producer: producer.settler, handleBatch: () => {} } as never)).toThrow(
+      expect.objectContaining({ code: 'invalid_argument', message: expect.stringMatching(/^createBatchSink expects \{ producer, handler/) }),
     );
   });
 

@@ -1,7 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { RheoError } from '../../src/core/errors.js';
-import { chosenHandler } from '../../src/sinks/handler-option.js';
 import { LazyAbort } from '../../src/runtime/lazy-abort.js';
 import {
   LostLeases,
@@ -158,26 +157,3 @@ describe('LazyAbort', () => {
   });
 });
 
-describe('chosenHandler', () => {
-  const fn = (): void => {};
-
-  it('takes handler or its legacy name, and null when neither is a function', () => {
-    expect(chosenHandler('make', { handler: fn }, 'handle')).toBe(fn);
-    expect(chosenHandler('make', { handle: fn }, 'handle')).toBe(fn);
-    expect(chosenHandler('make', { handler: 'x' }, 'handle')).toBeNull();
-    expect(chosenHandler('make', { handle: 'x' }, 'handle')).toBeNull();
-    expect(chosenHandler('make', {}, 'handle')).toBeNull();
-    expect(chosenHandler('make', null, 'handle')).toBeNull();
-    expect(chosenHandler('make', fn, 'handle')).toBeNull();
-  });
-
-  it('refuses both names at once, naming the call and both names', () => {
-    expect(() => chosenHandler('createThing', { handler: fn, handleIt: fn }, 'handleIt')).toThrow(
-      expect.objectContaining({
-        code: 'invalid_argument',
-        message: 'createThing takes one handler: pass `handler` (`handleIt` is its deprecated older name), not both',
-      }),
-    );
-    expect(() => chosenHandler('createThing', { handler: fn, handleIt: null }, 'handleIt')).toThrow(/not both/);
-  });
-});

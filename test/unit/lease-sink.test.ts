@@ -53,10 +53,10 @@ describe('lease sink', () => {
     expect(createLeaseSink({ producer: producer.settler, handler }).concurrency).toBe(1);
   });
 
-  it('refuses two handlers at once, naming createLeaseSink and the older name', () => {
+  it('takes its handler as `handler` only: the removed older name `handle` is no handler', () => {
     const producer = new FakeSettler();
-    expect(() => createLeaseSink({ producer: producer.settler, handler: () => {}, handle: () => {} } as never)).toThrow(
-      'createLeaseSink takes one handler: pass `handler` (`handle` is its deprecated older name), not both',
+    expect(() => createLeaseSink({ producer: producer.settler, handle: () => {} } as never)).toThrow(
+      expect.objectContaining({ code: 'invalid_argument', message: expect.stringMatching(/^createLeaseSink expects \{ producer, handler/) }),
     );
   });
 

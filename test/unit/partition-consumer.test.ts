@@ -342,6 +342,34 @@ describe('PartitionConsumer', () => {
     await r.consumer.stop();
   });
 
+  it('a worker fenced by a stale read or commit is a lost partition: counted in stats().lost and named by a rebalance event', async () => {
+    const source = new ScriptedOwnership().view([[0, 1], [1, 1], [2, 1]], [], 4);
+    source.commit = (ops) => {
+      source.commits.push(...ops);
+      return Promise.resolve(ops.map(() => ({ ok: false as const, error: new RheoError('stale_generation', 'moved') })));
+    };
+    const r = source.consumer();
+    await beat(source, 0);
+    source.readsOf(0)[0]!.reject(new RheoError('stale_generation', 'moved'));
+    source.readsOf(1)[0]!.resolve([event(1, 1)]);
+    await turns();
+    expect(source.commits.map((c) => c.partition)).toEqual([1]);
+    // The refused commit fences the worker; it ends once its read ahead returns.
+    source.readsOf(1)[1]!.resolve([]);
+    await turns();
+    expect(r.consumer.stats()).toMatchObject({ owned: [2], lost: 2 });
+    expect(r.rebalances.slice(1)).toEqual([
+      { stream: 's', group: 'g', memberId: 'm', groupGeneration: 4, assigned: [], revoked: [], lost: [0], owned: [1, 2] },
+      { stream: 's', group: 'g', memberId: 'm', groupGeneration: 4, assigned: [], revoked: [], lost: [1], owned: [2] },
+    ]);
+    // rheo closing under a worker moves nothing: not a loss.
+    source.readsOf(2)[0]!.reject(new RheoError('closed', 'rheo is closed'));
+    await turns();
+    expect(r.consumer.stats()).toMatchObject({ owned: [], lost: 2 });
+    expect(r.rebalances).toHaveLength(3);
+    await r.consumer.stop();
+  });
+
   it('a worker fenced by a read is dropped at once, and the partition is started afresh if the next view still grants it', async () => {
     const source = new ScriptedOwnership().view([[0, 1]]);
     const r = source.consumer();

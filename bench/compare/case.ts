@@ -1,0 +1,95 @@
+/**
+ * One measured drain for `npm run bench:compare`, run in a child process
+ * against the rheo source tree given as `<root>` (this build's, or the scratch
+ * worktree of the ref compared against), so both builds run the same case code.
+ * The stream is drained twice (a warm-up, then the measured drain).
+ * Prints one JSON line: `{ "rate": events/s, "cpuUs": client CPU µs per event }`.
+ *
+ *     node --import tsx bench/compare/case.ts <root> <case> <url> <stream> <events>
+ *     node --import tsx bench/compare/case.ts <root> fill <url> <stream> <events> <partitions>
+ *
+ * `fill` migrates the build's own database and appends the events (outside
+ * any clock); each run then drains that stream with a fresh group. Client CPU is `process.cpuUsage()` of this process over
+ * the drain: robust on a shared machine, unlike wall-clock rates.
+ */
+import { pathToFileURL } from 'node:url';
+import { join } from 'node:path';
+import { COMPARE_CASES, type CompareCaseId } from './cases.js';
+
+interface RheoLike {
+  migrate(): Promise<void>;
+  createStream(stream: string, options: { partitions: number }): Promise<unknown>;
+  appendBatch(stream: string, inputs: Array<{ type: string; payload: unknown }>): Promise<unknown>;
+  createGroup(stream: string, group: string): Promise<unknown>;
+  lag(stream: string, group: string): Promise<{ lag: number }>;
+  consume(options: Record<string, unknown>): { stop(options?: { timeoutMs?: number }): Promise<void> };
+  producer(options: Record<string, unknown>): NodeJS.ReadableStream & { drain(timeoutMs?: number): Promise<boolean> };
+  close(): Promise<void>;
+}
+
+const [root, caseId, url, stream, eventsArg, partitionsArg] = process.argv.slice(2);
+if (!root || !caseId || !url || !stream || !eventsArg || !(caseId in COMPARE_CASES || caseId === 'fill')) {
+  process.stderr.write(`usage: case.ts <root> <${Object.keys(COMPARE_CASES).join('|')}> <url> <stream> <events>\n`);
+  process.exit(2);
+}
+const events = Number(eventsArg);
+const { createRheo } = (await import(pathToFileURL(join(root, 'src/index.ts')).href)) as { createRheo(o: unknown): RheoLike };
+const { postgresBackend } = (await import(pathToFileURL(join(root, 'src/postgres.ts')).href)) as {
+  postgresBackend(config: unknown, options?: unknown): unknown;
+};
+const { createLeaseSink } = (await import(pathToFileURL(join(root, 'src/sinks/lease-sink.ts')).href)) as {
+  createLeaseSink(options: Record<string, unknown>): NodeJS.WritableStream;
+};
+const { pipeline } = await import('node:stream/promises');
+
+const rheo = createRheo({ backend: postgresBackend({ connectionString: url }) });
+if (caseId === 'fill') {
+  await rheo.migrate();
+  await rheo.createStream(stream, { partitions: Number(partitionsArg ?? 1) });
+  for (let i = 0; i < events; i += 1000) {
+    const inputs = [];
+    for (let j = i; j < Math.min(events, i + 1000); j++) inputs.push({ type: 'bench.compare', payload: { n: j, note: 'a small event' } });
+    await rheo.appendBatch(stream, inputs);
+  }
+  await rheo.close();
+  process.exit(0);
+}
+const spec = COMPARE_CASES[caseId as CompareCaseId];
+/** One drain of the whole stream by a fresh group: `{ elapsedMs, cpuUs }` up to lag 0. */
+async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number }> {
+  const group = `g-${label}-${process.pid}-${Date.now()}`;
+  await rheo.createGroup(stream!, group);
+  let handled = 0;
+  const handler = (): void => void handled++;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let stop: () => Promise<unknown>;
+  if (spec.mode === 'producer') {
+    const producer = rheo.producer({ stream, group, maxDemand: spec.maxDemand });
+    const sink = createLeaseSink({ producer, concurrency: spec.concurrency, handler });
+    const done = pipeline(producer, sink);
+    stop = () => producer.drain(10_000).then(() => done.catch(() => undefined));
+  } else {
+    const consumer = rheo.consume(
+      spec.mode === 'partitions'
+        ? { stream, group, assignment: 'partitions', batchSize: spec.maxDemand, concurrency: spec.concurrency, handler }
+        : { stream, group, maxDemand: spec.maxDemand, concurrency: spec.concurrency, handler },
+    );
+    stop = () => consumer.stop({ timeoutMs: 10_000 });
+  }
+  const deadline = Date.now() + 180_000;
+  while (handled < events || (await rheo.lag(stream!, group)).lag > 0) {
+    if (Date.now() > deadline) throw new Error(`${caseId}: drained ${handled} of ${events} in 180 s`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  const elapsedMs = performance.now() - t0;
+  const used = process.cpuUsage(cpu0);
+  await stop();
+  return { elapsedMs, cpuUs: (used.user + used.system) / events };
+}
+
+// A first drain warms the JIT and the pool up; only the second is measured.
+await drain('warm');
+const { elapsedMs, cpuUs } = await drain('run');
+await rheo.close();
+process.stdout.write(`${JSON.stringify({ rate: (events * 1000) / elapsedMs, cpuUs })}\n`);

@@ -1,0 +1,143 @@
+/**
+ * `npm run bench:compare -- <git ref> [--cases=consume-1,consume-8] [--events=N] [--rounds=R]`
+ *
+ * A regression guard for speed: checks the ref out in a scratch git worktree,
+ * then runs the chosen cases (bench/compare/cases.ts) for that build and for
+ * this working tree, interleaved (base, head, base, head, ...) on one
+ * throwaway PostgreSQL 15 cluster (default durability), each build on its
+ * own database migrated by itself. Every run is a fresh child process.
+ * Prints, per case, the median drain rate and client CPU per event of each
+ * build and their ratios (head / base). Interleaving spreads a shared
+ * machine's noise over both builds; client CPU per event is the steadier figure.
+ * Defaults: every case, 20000 events, 3 rounds.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startThrowawayPostgres } from '../../scripts/throwaway-postgres.js';
+import { pgAccess } from '../lib/context.js';
+import { COMPARE_CASES, type CompareCaseId } from './cases.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const headRoot = resolve(here, '../..');
+
+interface Args {
+  ref: string;
+  cases: CompareCaseId[];
+  events: number;
+  rounds: number;
+}
+
+function parseArgs(argv: string[]): Args {
+  let ref: string | null = null;
+  let cases = Object.keys(COMPARE_CASES) as CompareCaseId[];
+  let events = 20_000;
+  let rounds = 3;
+  for (const arg of argv) {
+    if (arg.startsWith('--cases=')) {
+      cases = arg.slice('--cases='.length).split(',').filter(Boolean) as CompareCaseId[];
+      for (const c of cases) if (!(c in COMPARE_CASES)) throw new Error(`unknown case ${c}; known: ${Object.keys(COMPARE_CASES).join(', ')}`);
+    } else if (arg.startsWith('--events=')) events = Number(arg.slice('--events='.length));
+    else if (arg.startsWith('--rounds=')) rounds = Number(arg.slice('--rounds='.length));
+    else if (arg === '--help' || arg === '-h') {
+      process.stdout.write(`usage: npm run bench:compare -- <git ref> [--cases=${Object.keys(COMPARE_CASES).join(',')}] [--events=N] [--rounds=R]\n`);
+      process.exit(0);
+    } else if (!arg.startsWith('--') && ref === null) ref = arg;
+    else throw new Error(`unknown argument ${arg}`);
+  }
+  if (ref === null) throw new Error('give the git ref to compare against, e.g. npm run bench:compare -- main');
+  if (!(Number.isInteger(events) && events >= 100)) throw new Error('--events must be an integer of at least 100');
+  if (!(Number.isInteger(rounds) && rounds >= 1)) throw new Error('--rounds must be a positive integer');
+  return { ref, cases, events, rounds };
+}
+
+/** Runs `case.ts` in a child against `root`; resolves with its last stdout line. */
+function child(root: string, args: string[]): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const proc = spawn(process.execPath, ['--import', 'tsx', join(here, 'case.ts'), root, ...args], {
+      cwd: headRoot,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    proc.once('error', reject);
+    proc.once('exit', (code) => {
+      if (code === 0) resolvePromise(out.trim().split('\n').at(-1) ?? '');
+      else reject(new Error(`case ${args[0]} on ${root} exited with ${code}`));
+    });
+  });
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const commit = execFileSync('git', ['rev-parse', '--verify', `${args.ref}^{commit}`], { cwd: headRoot, encoding: 'utf8' }).trim();
+  const scratch = mkdtempSync(join(tmpdir(), 'rheo-compare-'));
+  const baseRoot = join(scratch, 'base');
+  execFileSync('git', ['worktree', 'add', '--detach', baseRoot, commit], { cwd: headRoot, stdio: 'ignore' });
+  // The ref runs from source with this tree's dependencies (same toolchain for both).
+  if (!existsSync(join(baseRoot, 'node_modules'))) symlinkSync(join(headRoot, 'node_modules'), join(baseRoot, 'node_modules'));
+  const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-compare-pg', settings: ['max_connections=200', 'max_wal_size=4GB'] });
+  const cleanup = (): void => {
+    cluster.stop();
+    try {
+      execFileSync('git', ['worktree', 'remove', '--force', baseRoot], { cwd: headRoot, stdio: 'ignore' });
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  };
+  process.once('SIGINT', () => {
+    cleanup();
+    process.exit(130);
+  });
+  try {
+    const pg = await pgAccess(cluster.url());
+    const builds = [
+      { name: 'base', root: baseRoot, url: await pg.createDatabase('rheo_compare_base') },
+      { name: 'head', root: headRoot, url: await pg.createDatabase('rheo_compare_head') },
+    ];
+    const partitionCounts = [...new Set(args.cases.map((c) => COMPARE_CASES[c].partitions))];
+    for (const b of builds) {
+      for (const p of partitionCounts) await child(b.root, ['fill', b.url, `compare-${p}`, String(args.events), String(p)]);
+    }
+    process.stderr.write(`base ${args.ref} (${commit.slice(0, 9)}) against this tree; ${args.events} events, ${args.rounds} round(s)\n`);
+    const results = new Map<string, Array<{ rate: number; cpuUs: number }>>();
+    for (let round = 0; round < args.rounds; round++) {
+      for (const c of args.cases) {
+        // Alternate which build goes first, so neither always runs on a warmer cluster.
+        const order = round % 2 === 0 ? builds : [...builds].reverse();
+        for (const b of order) {
+          const line = await child(b.root, [c, b.url, `compare-${COMPARE_CASES[c].partitions}`, String(args.events)]);
+          const sample = JSON.parse(line) as { rate: number; cpuUs: number };
+          const key = `${c}/${b.name}`;
+          results.set(key, [...(results.get(key) ?? []), sample]);
+          process.stderr.write(`  round ${round + 1} ${c} ${b.name}: ${Math.round(sample.rate)} events/s, ${sample.cpuUs.toFixed(1)} µs CPU/event\n`);
+        }
+      }
+    }
+    const rows = [['case', 'base events/s', 'head events/s', 'rate ratio', 'base µs/event', 'head µs/event', 'CPU ratio']];
+    for (const c of args.cases) {
+      const base = results.get(`${c}/base`)!;
+      const head = results.get(`${c}/head`)!;
+      const [br, hr] = [median(base.map((s) => s.rate)), median(head.map((s) => s.rate))];
+      const [bc, hc] = [median(base.map((s) => s.cpuUs)), median(head.map((s) => s.cpuUs))];
+      rows.push([c, String(Math.round(br)), String(Math.round(hr)), `${(hr / br).toFixed(2)}×`, bc.toFixed(1), hc.toFixed(1), `${(hc / bc).toFixed(2)}×`]);
+    }
+    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+    for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ')}\n`);
+  } finally {
+    cleanup();
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});
