@@ -115,6 +115,7 @@ describe('postgres retention', () => {
       Number((await sharedPool().query(`SELECT count(*) AS n FROM ${s}.${table} WHERE ${where}`, [id])).rows[0].n);
     for (const [table, where] of [
       ['events', 'stream_id = $1'],
+      ['segments', 'stream_id = $1'],
       ['stream_partitions', 'stream_id = $1'],
       ['low_watermarks', 'stream_id = $1'],
       ['deleted_streams', 'stream_id = $1'],
