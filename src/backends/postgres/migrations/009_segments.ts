@@ -45,6 +45,9 @@ import { migration007 } from './007_sql_append.js';
  * pg_dump, say) makes them give up and report it, never queue every
  * append behind them.
  */
+/** The functions migration 9 installs (append is migration 7's, replaced). */
+export const SEGMENT_FUNCTIONS = ['roll_segment', 'drop_segment'] as const;
+
 const APPEND_FUNCTION = migration007.sql.slice(migration007.sql.indexOf('CREATE FUNCTION :schema.append('));
 
 /** migration 7's SQL append, writing into the partition counter's current segment. */
