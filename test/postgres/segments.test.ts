@@ -1,9 +1,8 @@
 import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS, renderMigration } from '../../src/backends/postgres/migrations/index.js';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
-import { makeTestBackend, sharedPool, uniqueSchema } from '../support/postgres.js';
+import { makeTestBackend, schemaAtVersion, sharedPool } from '../support/postgres.js';
 
 const noTrimmer = { enabled: false } as const;
 const held: pg.PoolClient[] = [];
@@ -123,15 +122,8 @@ describe('postgres log segments', () => {
 
 describe('postgres migration to segments on a populated database', () => {
   it('keeps every event, frontier, lease, range and dead letter of a schema at migration 7, and the backend works on it', async () => {
-    const schema = uniqueSchema('seg_upgrade');
-    const q = `"${schema}"`;
+    const { schema, q } = await schemaAtVersion('seg_upgrade', 7);
     const pool = sharedPool();
-    await pool.query(`CREATE SCHEMA ${q}`);
-    await pool.query(`CREATE TABLE ${q}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    for (const m of MIGRATIONS.filter((m) => m.version <= 7)) {
-      await pool.query(renderMigration(m, q));
-      await pool.query(`INSERT INTO ${q}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
-    }
     // What the previous layout holds: 2 partitions of 1,000 events appended through migration 7's append().
     await pool.query(`INSERT INTO ${q}.streams (name, partitions, created_at) VALUES ('old', 2, now())`);
     await pool.query(`INSERT INTO ${q}.stream_partitions (stream_id, partition) SELECT id, p FROM ${q}.streams, generate_series(0, 1) p`);
@@ -164,6 +156,12 @@ describe('postgres migration to segments on a populated database', () => {
       expect(ledger.map((r) => r.version).filter((v) => v > 7)).toEqual([9]);
       // The old table is segment 0, not a copy: its rows stay where they were.
       expect(await segmentTables(schema)).toEqual(['events_0']);
+      // Its four indexes serve as they are: the partitioned table's adopted two of them rather than building copies.
+      const { rows: indexes } = await pool.query<{ name: string }>(
+        `SELECT i.indexrelid::regclass::text AS name FROM pg_index i WHERE i.indrelid = $1::regclass ORDER BY 1`,
+        [`${q}.events_0`],
+      );
+      expect(indexes.map((i) => i.name.replace(`${schema}.`, ''))).toEqual(['events_0_id_idx', 'events_0_key_idx', 'events_0_pkey', 'events_0_ts_idx']);
       for (const partition of [0, 1]) {
         const events = await rheo.read('old', { partition, limit: 5000 });
         expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: 1000 }, (_, i) => i + 1));

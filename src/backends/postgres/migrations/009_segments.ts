@@ -78,19 +78,8 @@ ALTER INDEX :schema.events_stream_id_idx RENAME TO events_0_id_idx;
 ALTER INDEX :schema.events_stream_ts_idx RENAME TO events_0_ts_idx;
 ALTER INDEX :schema.events_stream_key_idx RENAME TO events_0_key_idx;
 
-CREATE TABLE :schema.events (
-  stream_id   integer NOT NULL,
-  partition   integer NOT NULL,
-  sequence    bigint NOT NULL,
-  id          text NOT NULL,
-  type        text NOT NULL,
-  key         text,
-  payload     jsonb NOT NULL,
-  metadata    jsonb NOT NULL,
-  ts          timestamptz NOT NULL,
-  size_bytes  integer,
-  segment     bigint NOT NULL DEFAULT 0
-) PARTITION BY RANGE (stream_id, segment);
+-- The same columns, NOT NULLs and defaults as segment 0.
+CREATE TABLE :schema.events (LIKE :schema.events_0 INCLUDING DEFAULTS) PARTITION BY RANGE (stream_id, segment);
 -- Same definitions as segment 0's: ATTACH adopts its indexes instead of building new ones.
 CREATE INDEX events_stream_ts_idx ON :schema.events (stream_id, ts, partition, sequence);
 CREATE INDEX events_stream_key_idx ON :schema.events (stream_id, key, ts) WHERE key IS NOT NULL;
