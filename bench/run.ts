@@ -2,7 +2,7 @@
  * `npm run bench`: measures rheo next to graphile-worker and pg-boss on one
  * PostgreSQL, in one run, and writes bench/results/latest.{json,md,svg}.
  *
- *   npm run bench                      # full run (about 6-8 minutes on 2 cores)
+ *   npm run bench                      # full run (about an hour on 2 cores: the held-horizon and retention cases are long on purpose)
  *   npm run bench -- --quick           # smoke run with small sizes (or RHEO_BENCH_QUICK=1)
  *   npm run bench -- --only=append,peers --runs=5
  *   npm run bench -- --quick --only=redis --out=/tmp/rheo-bench   # results elsewhere (partial runs)

@@ -25,10 +25,12 @@ export const RETENTION_CASES = {
  * Storage: one stream with `retention: { maxEvents }`, appended and consumed
  * window after window (each window appends as many events as retention
  * keeps), trimmed after each window exactly as the background trimmer
- * would (batches of 10,000, not forced). Autovacuum runs with the server's
- * settings (rheo's migration only lowers the events table's scale factors);
- * `pg_total_relation_size` of the events table (heap + indexes + TOAST) is
- * sampled after every window. Without trimming the same run grows linearly.
+ * would (batches of 10,000, not forced), three times: with autovacuum as
+ * the server has it, with autovacuum off for every table of the schema, and
+ * with a REPEATABLE READ snapshot held open for the whole run (RETENTION_VARIANTS).
+ * The size of every segment of the events table (heap + indexes + TOAST,
+ * `pg_partition_tree`) is sampled after every window; the target is the
+ * last ÷ the first ≤ 2 under each. Without trimming the same run grows linearly.
  *
  * Throughput: an appender (batches of 100) and a consumer (fetch 500 +
  * ackMany) run together over the same number of events, with and without a
