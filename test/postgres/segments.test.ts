@@ -95,6 +95,29 @@ describe('postgres log segments', () => {
     expect(await countLog(sharedPool(), backend.schema, 's')).toBe(256);
   });
 
+  it('a segment that cannot be opened for a lock leaves appends going into the current one, and opens once the lock is gone', async () => {
+    const backend = await makeTestBackend(undefined, { segmentEvents: 256 });
+    const rheo = createRheo({ backend, retention: noTrimmer });
+    await rheo.createStream('s');
+    const before = await segmentTables(backend.schema);
+    expect(before).toEqual(['events_0', 'events_1']);
+    const reader = await sharedPool().connect();
+    held.push(reader);
+    await reader.query('BEGIN');
+    await reader.query(`LOCK TABLE "${backend.schema}".events IN ACCESS SHARE MODE`);
+    // Full after 256 events, but the roll gives up on its lock: the append still succeeds.
+    await appendInBatches(rheo, 's', 1, 256);
+    expect(await segmentTables(backend.schema)).toEqual(before);
+    await reader.query('COMMIT');
+    // The next check comes 4× later (1,024 events), and then opens the segment.
+    await appendInBatches(rheo, 's', 3, 256);
+    expect(await segmentTables(backend.schema)).toEqual(before);
+    await appendInBatches(rheo, 's', 1, 256);
+    // (The roll that gave up used segment number 2: sequences are not rolled back.)
+    expect(await segmentTables(backend.schema)).toEqual([...before, 'events_3']);
+    expect((await rheo.read('s', { after: 1279, limit: 5 })).map((e) => e.sequence)).toEqual([1280]);
+  });
+
   it('appends from SQL write the current segment; segment 0 stays empty in a schema created at this version', async () => {
     const backend = await makeTestBackend();
     const rheo = createRheo({ backend, retention: noTrimmer });

@@ -19,13 +19,21 @@ export const DEFAULT_SEGMENT_EVENTS = 1 << 20;
  */
 const CHECK_EVERY = 256;
 
+/** After a roll gave up, the next check waits 4× longer, up to this many events. */
+const MAX_CHECK_EVERY = 1 << 16;
+
 /**
  * Opens a stream's next segment when its current one is due
- * (`roll_segment`, migration 009). Rolling is opportunistic: it needs a
- * short DDL lock on `events`, and when a session holds a conflicting lock
- * (a pg_dump, a long query on the log) it gives up after its lock_timeout;
- * appends go on into the current segment and the next check rolls. So a
- * failed roll is counted, never thrown into an append or a trim.
+ * (`roll_segment`, migration 009). Rolling is opportunistic: its ATTACH
+ * takes an ACCESS EXCLUSIVE lock on segment 0 for a moment, which every
+ * statement on the log holds in ACCESS SHARE while it runs, so a session
+ * that keeps a transaction open after touching the log (a pg_dump, a
+ * report) makes it give up after its 200 ms lock_timeout, during which
+ * statements on the log queue behind it. Appends go on into the current
+ * segment. A failed roll is counted, never thrown into an append or a
+ * trim, and the stream's next check waits 4× more events each time (up to
+ * 65,536), so a long dump costs a 200 ms pause per that many events, not
+ * per 256.
  */
 export class SegmentRoller {
   readonly #db: Database;
@@ -33,6 +41,8 @@ export class SegmentRoller {
   readonly #maxSpan: number;
   /** Events appended through this process per stream id since its last check; absent: never checked. */
   readonly #sinceCheck = new Map<number, number>();
+  /** Per stream id, the events between checks when above CHECK_EVERY (after rolls that gave up). */
+  readonly #interval = new Map<number, number>();
   #failures = 0;
 
   constructor(db: Database, statement: string, maxSpan: number) {
@@ -50,30 +60,39 @@ export class SegmentRoller {
   async appended(streamId: number, stream: string, count: number): Promise<void> {
     const seen = this.#sinceCheck.get(streamId);
     const total = (seen ?? 0) + count;
-    if (seen !== undefined && total < CHECK_EVERY) {
+    const interval = this.#interval.get(streamId) ?? CHECK_EVERY;
+    if (seen !== undefined && total < interval) {
       this.#sinceCheck.set(streamId, total);
       return;
     }
     this.#sinceCheck.set(streamId, 0);
-    await this.roll(streamId, stream);
+    const { gaveUp } = await this.#attempt(streamId, stream);
+    if (gaveUp) this.#interval.set(streamId, Math.min(interval * 4, MAX_CHECK_EVERY));
+    else this.#interval.delete(streamId);
   }
 
   /** Opens the next segment if due; returns it, or null when none was due or the roll gave up. */
   async roll(streamId: number, stream: string): Promise<number | null> {
+    return (await this.#attempt(streamId, stream)).segment;
+  }
+
+  async #attempt(streamId: number, stream: string): Promise<{ segment: number | null; gaveUp: boolean }> {
     try {
       const [row] = await this.#db.query<{ segment: string | number | null }>(
         { action: `open the next segment of stream "${stream}"`, stream, writes: true },
         this.#statement,
         [streamId, this.#maxSpan],
       );
-      return row?.segment === null || row?.segment === undefined ? null : Number(row.segment);
+      const segment = row?.segment === null || row?.segment === undefined ? null : Number(row.segment);
+      return { segment, gaveUp: false };
     } catch {
       this.#failures++;
-      return null;
+      return { segment: null, gaveUp: true };
     }
   }
 
   forget(streamId: number): void {
     this.#sinceCheck.delete(streamId);
+    this.#interval.delete(streamId);
   }
 }
