@@ -2,7 +2,7 @@
  * `npm run bench`: measures rheo next to graphile-worker and pg-boss on one
  * PostgreSQL, in one run, and writes bench/results/latest.{json,md,svg}.
  *
- *   npm run bench                      # full run (about 6-8 minutes on 2 cores)
+ *   npm run bench                      # full run (about an hour on 2 cores: the held-horizon and retention cases are long on purpose)
  *   npm run bench -- --quick           # smoke run with small sizes (or RHEO_BENCH_QUICK=1)
  *   npm run bench -- --only=append,peers --runs=5
  *   npm run bench -- --quick --only=redis --out=/tmp/rheo-bench   # results elsewhere (partial runs)
@@ -24,11 +24,12 @@ import { markdownSummary, svgChart, textTable, type Bar, type Environment, type 
 import { formatNumber } from './lib/stats.js';
 import { APPEND, appendScenario } from './scenarios/append.js';
 import { CONSUME, CONSUME_SETTINGS, EFFECT_SETTING, consumeCase, consumeScenario, effectCase, fetchLoopCase, producerCase } from './scenarios/consume.js';
+import { HORIZON, HORIZON_CASES, horizonScenario } from './scenarios/horizon.js';
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
 import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
 import { REDIS, REDIS_CASES, REDIS_SETTING, redisScenario } from './scenarios/redis.js';
-import { RETENTION, RETENTION_CASES, retentionScenario } from './scenarios/retention.js';
+import { RETENTION, RETENTION_CASES, RETENTION_VARIANTS, retentionScenario } from './scenarios/retention.js';
 import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
 import { STREAMS, STREAMS_CASES, streamsScenario } from './scenarios/streams.js';
 
@@ -43,6 +44,7 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'scaling', run: scalingScenario },
   { id: 'redis', run: redisScenario },
   { id: 'retention', run: retentionScenario },
+  { id: 'horizon', run: horizonScenario },
   { id: 'partitions', run: partitionsScenario },
 ];
 
@@ -57,7 +59,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
     else if (arg.startsWith('--out=')) out = resolve(arg.slice('--out='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,partitions] [--out=DIR]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,horizon,partitions] [--out=DIR]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -225,7 +227,7 @@ const PARTITION_DERIVED = {
   oneVsGraphile: 'partition mode, 1 process ÷ graphile-worker',
 };
 
-const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, PARTITIONS, REDIS];
+const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, HORIZON, PARTITIONS, REDIS];
 
 function ordered(rows: MetricSummary[]): MetricSummary[] {
   return [...rows].sort((a, b) => SCENARIO_ORDER.indexOf(a.scenario) - SCENARIO_ORDER.indexOf(b.scenario));
@@ -274,6 +276,16 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('dead letters do not slow fetch: ≥ 0.75× (PostgreSQL)', SCALING, scalingCase('postgres', 'with dead letters ÷ without throughput'), 0.75);
   ratio('memory end to end ≥ 0.4× bare streams', STREAMS, STREAMS_CASES.ratio, 0.4);
   ratio('append + consume while trimming ≥ 0.8× without (PostgreSQL)', RETENTION, RETENTION_CASES.ratio, 0.8);
+  for (const variant of RETENTION_VARIANTS) {
+    const m = ctx.get(RETENTION, RETENTION_CASES.growthOf(variant));
+    out.push({
+      target: `retention keeping one window: size after the last window ≤ 2× after the first (${variant})`,
+      measured: m ? `${formatNumber(m.median)}× (min ${formatNumber(m.min)}×, max ${formatNumber(m.max)}×)` : 'not measured',
+      met: m ? m.max <= 2 : null,
+    });
+  }
+  ratio('competing mode, last drain with a held snapshot ≥ 0.8× without', HORIZON, HORIZON_CASES.ratio('competing'), 0.8);
+  ratio('partition mode, last drain with a held snapshot ≥ 0.8× without', HORIZON, HORIZON_CASES.ratio('partitions'), 0.8);
   ratio('partition mode, 1 process ≥ 3× graphile-worker', PARTITIONS, PARTITION_DERIVED.oneVsGraphile, 3);
   ratio('partition mode, 1 process ≥ 0.7× raw log ceiling', PARTITIONS, PARTITION_DERIVED.oneVsRaw, 0.7);
   ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);

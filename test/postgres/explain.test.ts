@@ -6,7 +6,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import type { Lease } from '../../src/core/types.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { makeTestBackend, sharedPool } from '../support/postgres.js';
-import { nodes, type PlanNode } from './plan-nodes.js';
+import { isLogSegment, nodes, type PlanNode } from './plan-nodes.js';
 
 function literal(client: pg.PoolClient, value: unknown): string {
   if (value === null) return 'NULL';
@@ -19,9 +19,21 @@ function literal(client: pg.PoolClient, value: unknown): string {
 }
 
 /** Plan nodes that read `relation`, as "Node Type/Index Name". */
+/**
+ * For the log, the accesses of its segments (plan-nodes.ts) other than an
+ * empty segment 0: every stream opens its first segment at creation, so in a
+ * schema created at this version segment 0 holds nothing and a sequential
+ * scan of its zero pages is the planner's right choice. Over a migrated
+ * schema's segment 0 the claim probes its primary key like any segment's
+ * (test/postgres/segments.test.ts).
+ */
 function accesses(plan: PlanNode, relation: string): string[] {
   return nodes(plan)
-    .filter((n) => n['Relation Name'] === relation)
+    .filter((n) =>
+      relation === 'events'
+        ? isLogSegment(n['Relation Name']) && !(n['Relation Name'] === 'events_0' && n['Node Type'] === 'Seq Scan')
+        : n['Relation Name'] === relation,
+    )
     .map((n) => `${n['Node Type']}/${n['Index Name'] ?? ''}`);
 }
 
@@ -103,7 +115,7 @@ describe('postgres hot statement plans', () => {
       for (const plan of [custom, generic]) {
         const events = accesses(plan, 'events');
         expect(events.length).toBeGreaterThan(0);
-        expect(events.every((a) => a.includes('events_pkey'))).toBe(true);
+        expect(events.every((a) => /\/events_\d+_pkey$/.test(a))).toBe(true);
       }
     }
   });
@@ -121,7 +133,7 @@ describe('postgres hot statement plans', () => {
       for (const plan of [custom, generic]) {
         const events = accesses(plan, 'events');
         expect(events.length).toBeGreaterThan(0);
-        expect(events).toEqual(events.map(() => expect.stringContaining('events_pkey')));
+        expect(events).toEqual(events.map(() => expect.stringMatching(/\/events_\d+_pkey$/)));
       }
     }
   });

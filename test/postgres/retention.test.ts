@@ -3,8 +3,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { isRheoError } from '../../src/core/errors.js';
 import { createRheo } from '../../src/rheo.js';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
-import { MIGRATIONS, renderMigration } from '../../src/backends/postgres/migrations/index.js';
-import { databaseUrl, makeTestBackend, sharedPool, uniqueSchema } from '../support/postgres.js';
+import { databaseUrl, makeTestBackend, schemaAtVersion, sharedPool } from '../support/postgres.js';
 
 const noTrimmer = { enabled: false } as const;
 
@@ -115,6 +114,7 @@ describe('postgres retention', () => {
       Number((await sharedPool().query(`SELECT count(*) AS n FROM ${s}.${table} WHERE ${where}`, [id])).rows[0].n);
     for (const [table, where] of [
       ['events', 'stream_id = $1'],
+      ['segments', 'stream_id = $1'],
       ['stream_partitions', 'stream_id = $1'],
       ['low_watermarks', 'stream_id = $1'],
       ['deleted_streams', 'stream_id = $1'],
@@ -208,15 +208,8 @@ describe('postgres forced trims under concurrent consumers', () => {
 
 describe('migration 006 on a schema that already holds streams', () => {
   it('backfills a low watermark of 1 per partition; retention and trims then work on the old streams', async () => {
-    const schema = uniqueSchema('upgrade');
-    const q = `"${schema}"`;
+    const { schema, q } = await schemaAtVersion('upgrade', 4);
     const pool = sharedPool();
-    await pool.query(`CREATE SCHEMA ${q}`);
-    await pool.query(`CREATE TABLE ${q}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    for (const m of MIGRATIONS.filter((m) => m.version <= 4)) {
-      await pool.query(renderMigration(m, q));
-      await pool.query(`INSERT INTO ${q}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
-    }
     // What an older rheo left: a stream of 2 partitions with 3 + 2 events and a group that acked 2 in partition 0.
     await pool.query(`INSERT INTO ${q}.streams (name, partitions, created_at) VALUES ('old', 2, now())`);
     await pool.query(`INSERT INTO ${q}.stream_partitions (stream_id, partition, high_watermark) SELECT id, p, 3 - p FROM ${q}.streams, generate_series(0, 1) p`);

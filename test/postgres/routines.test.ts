@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { ROUTINES } from '../../src/backends/postgres/routines.js';
 import { SQL_FUNCTIONS } from '../../src/backends/postgres/migrations/007_sql_append.js';
+import { SEGMENT_FUNCTIONS } from '../../src/backends/postgres/migrations/009_segments.js';
 import { createRheo } from '../../src/rheo.js';
 import { databaseUrl, makeTestBackend, sharedPool, uniqueSchema } from '../support/postgres.js';
 
@@ -13,7 +14,7 @@ describe('postgres routines', () => {
       `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
       [backend.schema],
     );
-    expect(rows.map((r) => r.proname).sort()).toEqual([...ROUTINES.map((r) => r.name), ...SQL_FUNCTIONS].sort());
+    expect(rows.map((r) => r.proname).sort()).toEqual([...ROUTINES.map((r) => r.name), ...SQL_FUNCTIONS, ...SEGMENT_FUNCTIONS].sort());
     for (const row of rows) expect(row.proconfig).toContain('search_path=pg_catalog, pg_temp');
   });
 

@@ -8,6 +8,7 @@ import {
   type PostgresBackend,
   type PostgresBackendOptions,
 } from '../../src/backends/postgres/postgres-backend.js';
+import { MIGRATIONS, renderMigration } from '../../src/backends/postgres/migrations/index.js';
 
 /** The test database's connection string (see global-setup.ts). */
 export function databaseUrl(): string {
@@ -36,6 +37,24 @@ export function uniqueSchema(prefix = 't'): string {
   const name = `${prefix}_${process.pid}_${randomBytes(5).toString('hex')}`;
   schemas.add(name);
   return name;
+}
+
+/**
+ * A fresh schema as an older rheo left it: migrations 1..`version` applied
+ * and recorded, as `migrate()` would have, and nothing else. Returns its
+ * name and quoted name.
+ */
+export async function schemaAtVersion(prefix: string, version: number): Promise<{ schema: string; q: string }> {
+  const schema = uniqueSchema(prefix);
+  const q = `"${schema}"`;
+  const pool = sharedPool();
+  await pool.query(`CREATE SCHEMA ${q}`);
+  await pool.query(`CREATE TABLE ${q}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+  for (const m of MIGRATIONS.filter((m) => m.version <= version)) {
+    await pool.query(renderMigration(m, q));
+    await pool.query(`INSERT INTO ${q}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+  }
+  return { schema, q };
 }
 
 /**

@@ -31,6 +31,7 @@ import { RheoError, invalidArgument, isRheoError } from '../../core/errors.js';
 import { encodeQueryCursor } from '../../core/query-cursor.js';
 import type { DeadLetter, GroupInfo, LagReport, Lease, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { appendEvents } from './append.js';
+import { DEFAULT_SEGMENT_EVENTS, SegmentRoller } from './segments.js';
 import { checkStartScope } from '../../core/partition-scope.js';
 import { Catalog, checkPartitions } from './catalog.js';
 import { Database } from './connection.js';
@@ -95,6 +96,12 @@ export interface PostgresBackendOptions {
    * (failures are classified the same way). Default: the server's setting.
    */
   statementTimeoutMs?: number;
+  /**
+   * The largest segment of the log, in events per partition (docs/storage.md).
+   * A stream with `retention.maxEvents` uses a quarter of that (at least 256)
+   * when smaller. Default 1,048,576.
+   */
+  segmentEvents?: number;
 }
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
@@ -125,6 +132,7 @@ export class PostgresBackend implements Backend {
   readonly schema: string;
   readonly storeId: string;
   readonly #db: Database;
+  readonly #segments: SegmentRoller;
   readonly #sql: Statements;
   readonly #quotedSchema: string;
   readonly #clock: Clock | null;
@@ -149,7 +157,12 @@ export class PostgresBackend implements Backend {
       clock: options.clock ?? connection.clock,
       notify: options.notify ?? connection.notify,
       statementTimeoutMs: options.statementTimeoutMs ?? connection.statementTimeoutMs,
+      segmentEvents: options.segmentEvents ?? connection.segmentEvents,
     };
+    const segmentEvents = merged.segmentEvents ?? DEFAULT_SEGMENT_EVENTS;
+    if (!Number.isSafeInteger(segmentEvents) || segmentEvents < 256 || segmentEvents > 2 ** 40) {
+      throw invalidArgument(`postgresBackend segmentEvents must be an integer from 256 to 2^40, got ${String(merged.segmentEvents)}`);
+    }
     const statementTimeoutMs = merged.statementTimeoutMs;
     if (
       statementTimeoutMs !== undefined &&
@@ -201,7 +214,9 @@ export class PostgresBackend implements Backend {
       now: () => nowParam(clock ? clock.now() : null),
       rotation: new Map(),
     };
-    this.#rctx = { ...this.#ctx, retention: renderRetentionStatements(this.#quotedSchema), schema: this.schema };
+    const retention = renderRetentionStatements(this.#quotedSchema);
+    this.#segments = new SegmentRoller(this.#db, retention.rollSegment, segmentEvents);
+    this.#rctx = { ...this.#ctx, retention, schema: this.schema, segments: this.#segments };
     this.#scopeDeps = {
       ctx: this.#ctx,
       catalog: this.#catalog,
@@ -314,6 +329,9 @@ export class PostgresBackend implements Backend {
     if (rows.length === 0) {
       throw new RheoError('already_exists', `stream "${name}" already exists`, { stream: name });
     }
+    // Its first segment, so that its events never go to segment 0; if this gives up, its first append rolls.
+    const created = await this.#catalog.stream(name);
+    await this.#segments.roll(created.id, name);
   }
 
   async listStreams(): Promise<StreamInfo[]> {
@@ -380,7 +398,10 @@ export class PostgresBackend implements Backend {
           channel: this.#channel,
           notify: this.#notify,
         });
-        if (wrote) this.#listener.wake(stream);
+        if (wrote) {
+          this.#listener.wake(stream);
+          await this.#segments.appended(s.id, stream, inputs.length);
+        }
         return outcomes;
       } catch (error) {
         // A cached id of a stream another process deleted (and maybe re-created) stores nothing.

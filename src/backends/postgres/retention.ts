@@ -1,13 +1,15 @@
 import type { RetentionPolicy, TrimReport, TrimRequest } from '../../core/backend.js';
 import { groupNotFound, streamNotFound } from '../../core/errors.js';
 import type { StreamRef } from './catalog.js';
-import { txQuery, type Queryable } from './connection.js';
+import { txQuery, type Queryable, type StatementContext } from './connection.js';
 import type { LeaseContext } from './leases.js';
+import type { SegmentRoller } from './segments.js';
 import type { RetentionStatements } from './sql/retention.js';
 
 export interface RetentionContext extends LeaseContext {
   readonly retention: RetentionStatements;
   readonly schema: string;
+  readonly segments: SegmentRoller;
 }
 
 interface BoundRow {
@@ -34,11 +36,20 @@ const PURGE_BATCH = 10_000;
  * budget (partitions in order) and, unless forced, by every group's
  * frontier. A forced bound that passes a group's frontier costs that group
  * its unsettled sequences below it, counted in `forced`.
+ *
+ * Segments (migration 009) wholly at or below the bounds are dropped: no
+ * row is deleted in them. What is left up to the bound (segment 0, the one
+ * segment per partition the bound cuts through, a segment whose DROP gave
+ * up on its lock) goes by row deletes as before, so the bound holds exactly
+ * either way; those dead rows go when their segment is dropped later.
+ * Sequences are gapless, so `deleted` is the number of sequences passed.
  */
 export async function trimStream(ctx: RetentionContext, stream: StreamRef, request: TrimRequest): Promise<TrimReport> {
   const r = ctx.retention;
   const explicit = request.before !== null || request.keep !== null;
   const label = { stream: stream.name, writes: true };
+  // Age-based policies roll segments by time; a stream appended only from SQL or in transactions rolls here.
+  await ctx.segments.roll(stream.id, stream.name);
   return ctx.db.transaction({ action: `trim stream "${stream.name}"`, ...label }, async (tx) => {
     const [lock] = await txQuery<{ locked: boolean }>(tx, request.skipIfBusy ? r.trimLockTry : r.trimLockWait, [
       ctx.schema,
@@ -74,11 +85,19 @@ export async function trimStream(ctx: RetentionContext, stream: StreamRef, reque
     });
     if (passed.length > 0) report.forced = await forgetUnsettled(ctx, tx, passed, plan);
     for (const p of plan) {
+      if (p.bound >= p.low) await txQuery(tx, r.trimDeadLetters, [stream.id, p.partition, p.bound]);
+    }
+    const droppable = await txQuery<{ segment: string | number }>(tx, r.droppableSegments, [
+      stream.id,
+      plan.map((p) => p.partition),
+      plan.map((p) => Math.max(p.bound, p.low - 1)),
+    ]);
+    for (const { segment } of droppable) await txQuery(tx, r.dropSegment, [stream.id, segment]);
+    for (const p of plan) {
       let deleted = 0;
       if (p.bound >= p.low) {
-        await txQuery(tx, r.trimDeadLetters, [stream.id, p.partition, p.bound]);
-        const result = await tx.query({ text: r.trimEvents, values: [stream.id, p.partition, p.low, p.bound] });
-        deleted = result.rowCount ?? 0;
+        await txQuery(tx, r.trimEvents, [stream.id, p.partition, p.low, p.bound]);
+        deleted = p.bound - p.low + 1;
         await txQuery(tx, r.setLow, [stream.id, p.partition, p.bound + 1]);
       }
       report.deleted += deleted;
@@ -156,6 +175,8 @@ export async function deleteStream(ctx: RetentionContext, stream: string): Promi
 
 async function purgeStream(ctx: RetentionContext, streamId: number, name: string): Promise<void> {
   const label = { action: `delete the events of deleted stream "${name}"`, stream: name, writes: true };
+  ctx.segments.forget(streamId);
+  await dropStreamSegments(ctx, streamId, label);
   for (;;) {
     const [res] = await ctx.db.query<{ deleted: number }>(label, ctx.retention.purgeEvents, [streamId, PURGE_BATCH]);
     if ((res?.deleted ?? 0) < PURGE_BATCH) break;
@@ -172,6 +193,17 @@ export async function purgeLeftovers(ctx: RetentionContext): Promise<void> {
   );
   if (!row) return;
   const label = { action: `purge the events of deleted stream ${row.stream_id}`, writes: true };
+  await dropStreamSegments(ctx, row.stream_id, label);
   const [res] = await ctx.db.query<{ deleted: number }>(label, ctx.retention.purgeEvents, [row.stream_id, PURGE_BATCH]);
   if ((res?.deleted ?? 0) < PURGE_BATCH) await ctx.db.query(label, ctx.retention.purgeDone, [row.stream_id]);
+}
+
+/**
+ * A deleted stream's segments go whole (each its own statement); a DROP that
+ * gives up on its lock leaves that segment's rows to the purge's batches, and
+ * its empty table to the next purge of leftovers.
+ */
+async function dropStreamSegments(ctx: RetentionContext, streamId: number, label: StatementContext): Promise<void> {
+  const segments = await ctx.db.query<{ segment: string | number }>(label, ctx.retention.streamSegments, [streamId]);
+  for (const { segment } of segments) await ctx.db.query(label, ctx.retention.dropSegment, [streamId, segment]);
 }

@@ -65,11 +65,11 @@ bumped AS (
   SET high_watermark = p.high_watermark + c.n
   FROM counts c JOIN locked l ON l.partition = c.partition
   WHERE p.stream_id = $1 AND p.partition = c.partition
-  RETURNING p.partition, p.high_watermark - c.n AS base
+  RETURNING p.partition, p.high_watermark - c.n AS base, p.segment
 ),
 inserted AS (
-  INSERT INTO ${s}.events (stream_id, partition, sequence, id, type, key, payload, metadata, ts, size_bytes)
-  SELECT $1, f.partition, b.base + f.rn, f.id, f.type, f.key, f.payload, f.metadata, f.ts, f.size_bytes
+  INSERT INTO ${s}.events (stream_id, partition, sequence, id, type, key, payload, metadata, ts, size_bytes, segment)
+  SELECT $1, f.partition, b.base + f.rn, f.id, f.type, f.key, f.payload, f.metadata, f.ts, f.size_bytes, b.segment
   FROM fresh f JOIN bumped b ON b.partition = f.partition
   RETURNING id, partition, sequence
 ),

@@ -88,7 +88,7 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  * Run inside the claim routine (routines.ts), which forces the generic plan:
  * PostgreSQL would otherwise plan it again on every call. docs/design.md#postgresql-measurements
  * records a generic claim plan collapsing to 40 tps; this one reaches the log
- * only through events_pkey in the custom and the generic plan alike
+ * only through each segment's primary key (events_<n>_pkey) in the custom and the generic plan alike
  * (test/postgres/explain.test.ts), and the bench measured it flat from 1k to
  * 1M events of backlog.
  *

@@ -9,7 +9,7 @@ import { nowSql } from '../rows.js';
  * FOR SHARE before their cursors):
  *   trimLock, lockLows, trimBounds, trimFrontiers,
  *   [forced: trimLockCursors, explode ranges, trimUnsettled, trimGroupState, replayAdvance],
- *   trimDeadLetters, trimEvents (per partition), setLow.
+ *   trimDeadLetters, droppableSegments + dropSegment, trimEvents (per partition), setLow.
  */
 
 /**
@@ -161,7 +161,56 @@ DELETE FROM ${s}.deliveries d USING gs
 WHERE d.group_id = gs.id AND d.partition = $2 AND d.sequence <= $3`;
 }
 
-/** Events PK range delete. $1 stream_id, $2 partition, $3 old low watermark, $4 bound. */
+/**
+ * The stream's closed segments (migration 009) that lie wholly at or below
+ * the bounds: per partition a segment ends where the stream's next segment
+ * begins, so a segment with a next one in every partition whose start is at
+ * most bound + 1 holds nothing the trim keeps. The current segment has no
+ * next one and never qualifies. $1 stream_id, $2 partitions, $3 bounds
+ * (aligned; every partition of the stream).
+ */
+export function droppableSegmentsSql(s: string): string {
+  return `
+WITH b AS (SELECT * FROM unnest($2::int[], $3::int8[]) AS b(partition, bound)),
+starts AS (
+  SELECT sg.segment, sg.partition,
+         lead(sg.first_seq) OVER (PARTITION BY sg.partition ORDER BY sg.segment) AS next_first
+  FROM ${s}.segments sg WHERE sg.stream_id = $1
+)
+SELECT st.segment FROM starts st JOIN b ON b.partition = st.partition
+GROUP BY st.segment
+HAVING bool_and(st.next_first IS NOT NULL AND st.next_first - 1 <= b.bound)
+ORDER BY st.segment`;
+}
+
+/**
+ * Drops one segment's table (a SECURITY DEFINER function of migration 009);
+ * false when the segment is current or unknown, or when its DDL lock was not
+ * granted within the function's lock_timeout. $1 stream_id, $2 segment.
+ */
+export function dropSegmentSql(s: string): string {
+  return `SELECT ${s}.drop_segment($1::int, $2::int8) AS dropped`;
+}
+
+/** Every segment of a deleted stream. $1 stream_id. */
+export function streamSegmentsSql(s: string): string {
+  return `SELECT DISTINCT segment FROM ${s}.segments WHERE stream_id = $1 ORDER BY segment`;
+}
+
+/**
+ * Opens the stream's next segment when its current one is full or old
+ * enough (migration 009); returns the new segment or null. $1 stream_id,
+ * $2 the largest span.
+ */
+export function rollSegmentSql(s: string): string {
+  return `SELECT ${s}.roll_segment($1::int, $2::int8) AS segment`;
+}
+
+/**
+ * Events PK range delete, in the segments the trim could not drop whole
+ * (segment 0, the partly trimmed one, one whose DROP timed out).
+ * $1 stream_id, $2 partition, $3 old low watermark, $4 bound.
+ */
 export function trimEventsSql(s: string): string {
   return `
 DELETE FROM ${s}.events
@@ -282,6 +331,10 @@ export function renderRetentionStatements(s: string) {
     trimGroupState: trimGroupStateSql(s),
     trimDeadLetters: trimDeadLettersSql(s),
     trimEvents: trimEventsSql(s),
+    droppableSegments: droppableSegmentsSql(s),
+    dropSegment: dropSegmentSql(s),
+    streamSegments: streamSegmentsSql(s),
+    rollSegment: rollSegmentSql(s),
     setLow: setLowSql(s),
     setRetention: setRetentionSql(s),
     deleteGroup: deleteGroupSql(s),
