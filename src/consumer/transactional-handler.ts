@@ -104,6 +104,7 @@ async function commitWith(
   step: () => Promise<{ ok: boolean; error?: RheoError }[]>,
   what: 'settle' | 'commit',
   committed: TransactionalSettlement & { kind: 'committed' },
+  committedBefore: (error: RheoError) => boolean = () => false,
 ): Promise<HandlerOutcome> {
   let answer;
   try {
@@ -114,6 +115,8 @@ async function commitWith(
   }
   if (!answer?.ok) {
     await tx.rollback();
+    // This run's writes rolled back; an earlier run's committed with the same step.
+    if (answer?.error && committedBefore(answer.error)) return new SettledInTransaction(committed) as unknown as HandlerOutcome;
     return uncommitted(answer?.error ?? new RheoError('internal', `${what} returned no result`));
   }
   try {
@@ -186,12 +189,18 @@ export function partitionTransactionalHandler<T extends JsonValue>(
       generation: context.generation,
       upTo: event.sequence,
       deadLetters: parsed.kind === 'reject' ? [{ sequence: event.sequence, attempt: context.attempt, reason: parsed.reason }] : [],
+      // A run after an ambiguous COMMIT (the worker runs the event again)
+      // must not commit a second effect when the first run did commit:
+      // the offset is then already at the event, and this run rolls back.
+      once: true,
     };
-    return commitWith(tx, () => commitOffset([op]), 'commit', {
-      kind: 'committed',
-      settle: parsed.kind,
-      reason: parsed.kind === 'reject' ? parsed.reason : null,
-    });
+    return commitWith(
+      tx,
+      () => commitOffset([op]),
+      'commit',
+      { kind: 'committed', settle: parsed.kind, reason: parsed.kind === 'reject' ? parsed.reason : null },
+      (error) => isRheoError(error, 'already_exists'),
+    );
   };
 }
 
