@@ -94,6 +94,25 @@ export interface PostgresBackendOptions {
    * (failures are classified the same way). Default: the server's setting.
    */
   statementTimeoutMs?: number;
+  /**
+   * `'transaction'` when a transaction-mode connection pooler (PgBouncer with
+   * `pool_mode = transaction`, Supavisor, RDS Proxy) sits between rheo and
+   * PostgreSQL: consecutive statements may then run on different server
+   * connections, so rheo sends no named prepared statements and keeps no
+   * session state, and LISTEN (which needs a session) moves to
+   * `listenConnectionString`. Default `'none'`: rheo talks to PostgreSQL
+   * directly or through a session-mode pooler (docs/connection-poolers.md).
+   */
+  pooler?: 'transaction' | 'none';
+  /**
+   * Where the LISTEN connection goes, one per backend: a connection string
+   * that reaches PostgreSQL directly (or through a session-mode pooler).
+   * Default: the pool's own settings, except with `pooler: 'transaction'`,
+   * where a LISTEN through the pooler would be lost with its server
+   * connection: without this option rheo then logs a warning once and
+   * consumers find new events by polling (`pollMs`).
+   */
+  listenConnectionString?: string;
 }
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
@@ -105,6 +124,7 @@ export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
  *     postgresBackend({ connectionString }, { schema: 'rheo' })
  *     postgresBackend({ pool })                // borrowed: never ended by rheo
  *     postgresBackend({ pool, schema: 'events', notify: false })
+ *     postgresBackend({ connectionString: pgbouncerUrl, pooler: 'transaction', listenConnectionString: directUrl })
  */
 export function postgresBackend(connection: PostgresBackendConfig, options: PostgresBackendOptions = {}): PostgresBackend {
   return new PostgresBackend(connection, options);
@@ -122,6 +142,8 @@ export class PostgresBackend implements Backend {
     cluster: false,
   });
   readonly schema: string;
+  /** `'transaction'` when a transaction-mode pooler is in between (the option of that name). */
+  readonly pooler: 'transaction' | 'none';
   readonly #db: Database;
   readonly #sql: Statements;
   readonly #quotedSchema: string;
@@ -147,13 +169,32 @@ export class PostgresBackend implements Backend {
       clock: options.clock ?? connection.clock,
       notify: options.notify ?? connection.notify,
       statementTimeoutMs: options.statementTimeoutMs ?? connection.statementTimeoutMs,
+      pooler: options.pooler ?? connection.pooler,
+      listenConnectionString: options.listenConnectionString ?? connection.listenConnectionString,
     };
+    const pooler = merged.pooler ?? 'none';
+    if (pooler !== 'transaction' && pooler !== 'none') {
+      throw invalidArgument(`postgresBackend pooler must be 'transaction' or 'none', got ${JSON.stringify(merged.pooler)}`);
+    }
+    const listenUrl = merged.listenConnectionString;
+    if (listenUrl !== undefined && (typeof listenUrl !== 'string' || listenUrl.length === 0)) {
+      throw invalidArgument('postgresBackend listenConnectionString must be a non-empty connection string');
+    }
+    this.pooler = pooler;
     const statementTimeoutMs = merged.statementTimeoutMs;
     if (
       statementTimeoutMs !== undefined &&
       (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 1 || statementTimeoutMs > 2_147_483_647)
     ) {
       throw invalidArgument(`postgresBackend statementTimeoutMs must be an integer from 1 to 2147483647, got ${String(statementTimeoutMs)}`);
+    }
+    if (statementTimeoutMs !== undefined && pooler === 'transaction') {
+      // pg sends statement_timeout as a startup parameter, which PgBouncer
+      // refuses ("unsupported startup parameter") and a pooler could not
+      // keep per session anyway.
+      throw invalidArgument(
+        "postgresBackend statementTimeoutMs cannot be set with pooler: 'transaction'; set statement_timeout on the database role instead (ALTER ROLE ... SET statement_timeout = ...)",
+      );
     }
     this.schema = merged.schema ?? 'rheo';
     this.#quotedSchema = quoteSchema(this.schema);
@@ -187,7 +228,7 @@ export class PostgresBackend implements Backend {
       throw invalidArgument('postgresBackend expects { connectionString } or { pool }');
     }
 
-    this.#sql = renderStatements(this.#quotedSchema);
+    this.#sql = renderStatements(this.#quotedSchema, pooler !== 'transaction');
     this.#catalog = new Catalog(this.#db, this.#sql);
     const clock = this.#clock;
     this.#ctx = {
@@ -205,8 +246,10 @@ export class PostgresBackend implements Backend {
       target: { clock: this.#clock, channel: this.#channel, notify: this.#notify },
       ensureSchema: () => this.#ensureSchema(),
     };
+    const listenConfig: pg.ClientConfig | null =
+      listenUrl !== undefined ? { connectionString: listenUrl } : pooler === 'transaction' ? null : clientConfig;
     this.#listener = new AppendListener(
-      () => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` }),
+      listenConfig && (() => new pg.Client({ ...listenConfig, application_name: `rheo-listen:${this.schema}` })),
       `"${this.#channel}"`,
     );
   }
