@@ -1,9 +1,11 @@
+import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import type { ConsumerHandler } from '../../src/consumer/consumer-types.js';
 import type { PartitionHandler } from '../../src/consumer/partition-options.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
+import { createBatchSink } from '../../src/sinks/batch-sink.js';
 import { waitFor } from '../consumer/harness.js';
 import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.js';
 import { databaseUrl, sharedPool, uniqueSchema } from '../support/postgres.js';
@@ -97,6 +99,33 @@ describe('a lost answer to COMMIT (postgres, through a fault proxy)', () => {
     const rows = await effects();
     expect(rows.map((row) => row.n)).toEqual(Array.from({ length: 20 }, (_, n) => n));
   }, 90_000);
+
+  it('createBatchSink({ transaction: true }): two batch COMMITs answered by nobody are settle-errors, and still one effect per event', async () => {
+    const r = await setup(1, 30);
+    proxy!.dropAnswer(handlerCommit, 2);
+    const producer = r.producer<{ n: number }>({ stream: 's', group: 'g', maxDemand: 5, leaseMs: 1_000 });
+    const sink = createBatchSink<{ n: number }>({
+      producer,
+      transaction: true,
+      batchSize: 5,
+      batchTimeoutMs: 20,
+      handler: async (leases, { client }) => {
+        for (const lease of leases) await insert(client, lease.event.id, lease.event.payload.n);
+        return leases.map(() => 'ack' as const);
+      },
+    });
+    const settleErrors: string[] = [];
+    sink.on('settle-error', ({ error }: { error: { code?: string } }) => settleErrors.push(error.code ?? '?'));
+    const done = pipeline(producer, sink);
+    await waitFor(async () => (await r.lag('s', 'g')).lag === 0 && (await effects()).length >= 30, 'the group to drain', 60_000);
+    await producer.drain();
+    await done;
+    expect(proxy!.stats.droppedCommits).toBe(2);
+    // Every lease of each of the two batches whose answer was lost.
+    expect(settleErrors.length).toBeGreaterThan(0);
+    expect(new Set(settleErrors)).toEqual(new Set(['ambiguous']));
+    expect((await effects()).map((row) => row.n)).toEqual(Array.from({ length: 30 }, (_, n) => n));
+  }, 60_000);
 
   it('rheo.transaction: an append whose COMMIT answer was lost, retried with the same id, is stored once', async () => {
     const r = await setup(1, 0);
