@@ -149,6 +149,9 @@ export interface PartitionCommitTarget {
  * a stale owner's writes roll back instead of committing (its answer is
  * `stale_generation`). The unit is one handler call: partition order runs
  * one event at a time, so each commit covers exactly the events before it.
+ * After an `ambiguous` COMMIT the worker runs the event again; that run's
+ * commit is `once`, so if the first run did commit, the second rolls back
+ * and reports the event committed instead of writing its effect twice.
  */
 export function partitionTransactionalHandler<T extends JsonValue>(
   backend: Pick<Backend, 'name' | 'beginTransaction'>,
