@@ -4,7 +4,9 @@
  * scenarios test what survives), then the Redis ones against their own
  * throwaway redis-server (appendonly yes, appendfsync always), then one table;
  * then exactly-once effects (competing consumers and partition ownership with
- * `transaction: true`) and the partition-ownership process scenarios, with
+ * `transaction: true`; twice more with a fault proxy that loses answers to
+ * COMMITs and other statements, the second through a throwaway PgBouncer in
+ * transaction pooling mode) and the partition-ownership process scenarios, with
  * their own table. Exits 1 on any lost event, accepted stale settle or
  * commit, sequence gap, process crash, undrained group, duplicated effect,
  * duplicate beyond crash redeliveries, per-key order violation or
@@ -22,6 +24,7 @@ import { parseArgs } from 'node:util';
 import { bundleChildren } from '../test/chaos/child-bundle.js';
 import { runScenario, type ChaosServer, type ScenarioResult, type ScenarioSpec } from '../test/chaos/scenario.js';
 import { chaosScenarios, redisChaosScenarios } from '../test/chaos/scenarios.js';
+import { startThrowawayPgbouncer } from './throwaway-pgbouncer.js';
 import { runExactlyOnce } from '../test/chaos/exactly-once.js';
 import {
   PARTITION_SCENARIOS,
@@ -75,13 +78,30 @@ if (failures) process.stdout.write(`\n${failures}\n`);
 // Exactly-once effects (consume({ transaction: true })) under SIGKILLs and terminated connections:
 // competing consumers, and partition ownership (the offset commit joins the transaction, and every kill moves partitions).
 let exactlyOncePassed = true;
-const exactlyOnceRuns = [
+// The "answers lost" runs add a fault proxy in front of the workers' connections that loses the answers
+// to their statements after the server ran them (a COMMIT's 1 in 12 times), and resets connections;
+// the partitions one also goes through PgBouncer in transaction pooling mode (pooler: 'transaction').
+const LOST_ANSWERS = { commit: 1 / 12, answer: 1 / 400, reset: 1 / 1500 };
+const exactlyOnceRuns: ReadonlyArray<{
+  name: string;
+  assignment: 'leases' | 'partitions';
+  partitions: number;
+  leaseMs: number;
+  proxy?: typeof LOST_ANSWERS;
+  pgbouncer?: boolean;
+}> = [
   { name: 'exactly-once', assignment: 'leases', partitions: 4, leaseMs: 3_000 },
   { name: 'exactly-once partitions', assignment: 'partitions', partitions: 8, leaseMs: 2_000 },
-] as const;
+  { name: 'exactly-once, answers lost', assignment: 'leases', partitions: 4, leaseMs: 3_000, proxy: LOST_ANSWERS },
+  { name: 'exactly-once partitions, answers lost, pgbouncer', assignment: 'partitions', partitions: 8, leaseMs: 2_000, proxy: LOST_ANSWERS, pgbouncer: true },
+];
 for (const run of exactlyOnceRuns) {
   if (only.length > 0 && !only.some((o) => run.name.includes(o))) continue;
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-chaos', settings: ['max_connections=200'] });
+  const bouncer = run.pgbouncer ? await startThrowawayPgbouncer({ target: { host: '127.0.0.1', port: cluster.port } }).catch((error: unknown) => {
+    cluster.stop();
+    throw error;
+  }) : null;
   try {
     const events = Math.round(20_000 * scale);
     process.stderr.write(`${run.name}: `);
@@ -96,15 +116,19 @@ for (const run of exactlyOnceRuns) {
       seed: 13,
       faultEveryMs: 2_000,
       timeoutMs: 30 * 60_000,
+      proxy: run.proxy,
+      pgbouncerUrl: bouncer?.url('postgres'),
     });
     const passed = eo.rows === events && eo.distinct === events && eo.duplicated === 0 && eo.missing === 0 && eo.lag === 0;
     exactlyOncePassed &&= passed;
     process.stderr.write(`${passed ? 'pass' : 'FAIL'} (${eo.seconds.toFixed(1)} s)\n`);
     process.stdout.write(
       `\n${run.name}: ${events} events, ${eo.kills} SIGKILLs, ${eo.terminations} connections terminated; ` +
+        (run.proxy ? `${eo.droppedCommits} COMMIT answers and ${eo.droppedAnswers - eo.droppedCommits} other answers lost, ${eo.proxyResets} connections reset by the proxy; ` : '') +
         `${eo.rows} effect rows, ${eo.distinct} distinct, ${eo.duplicated} duplicated, ${eo.missing} missing, lag ${eo.lag}\n`,
     );
   } finally {
+    bouncer?.stop();
     cluster.stop();
   }
 }

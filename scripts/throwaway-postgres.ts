@@ -125,7 +125,8 @@ function findBinDir(): string {
   return found;
 }
 
-function freePort(): Promise<number> {
+/** A port free on 127.0.0.1 right now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
@@ -138,7 +139,8 @@ function freePort(): Promise<number> {
   });
 }
 
-function postgresUser(): { uid: number; gid: number } {
+/** The `postgres` OS user, which runs the throwaway servers when this process is root. */
+export function postgresUser(): { uid: number; gid: number } {
   const uid = execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim();
   const gid = execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim();
   return { uid: Number(uid), gid: Number(gid) };

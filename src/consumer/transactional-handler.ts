@@ -104,6 +104,7 @@ async function commitWith(
   step: () => Promise<{ ok: boolean; error?: RheoError }[]>,
   what: 'settle' | 'commit',
   committed: TransactionalSettlement & { kind: 'committed' },
+  committedBefore: (error: RheoError) => boolean = () => false,
 ): Promise<HandlerOutcome> {
   let answer;
   try {
@@ -114,6 +115,8 @@ async function commitWith(
   }
   if (!answer?.ok) {
     await tx.rollback();
+    // This run's writes rolled back; an earlier run's committed with the same step.
+    if (answer?.error && committedBefore(answer.error)) return new SettledInTransaction(committed) as unknown as HandlerOutcome;
     return uncommitted(answer?.error ?? new RheoError('internal', `${what} returned no result`));
   }
   try {
@@ -146,6 +149,9 @@ export interface PartitionCommitTarget {
  * a stale owner's writes roll back instead of committing (its answer is
  * `stale_generation`). The unit is one handler call: partition order runs
  * one event at a time, so each commit covers exactly the events before it.
+ * After an `ambiguous` COMMIT the worker runs the event again; that run's
+ * commit is `once`, so if the first run did commit, the second rolls back
+ * and reports the event committed instead of writing its effect twice.
  */
 export function partitionTransactionalHandler<T extends JsonValue>(
   backend: Pick<Backend, 'name' | 'beginTransaction'>,
@@ -186,12 +192,18 @@ export function partitionTransactionalHandler<T extends JsonValue>(
       generation: context.generation,
       upTo: event.sequence,
       deadLetters: parsed.kind === 'reject' ? [{ sequence: event.sequence, attempt: context.attempt, reason: parsed.reason }] : [],
+      // A run after an ambiguous COMMIT (the worker runs the event again)
+      // must not commit a second effect when the first run did commit:
+      // the offset is then already at the event, and this run rolls back.
+      once: true,
     };
-    return commitWith(tx, () => commitOffset([op]), 'commit', {
-      kind: 'committed',
-      settle: parsed.kind,
-      reason: parsed.kind === 'reject' ? parsed.reason : null,
-    });
+    return commitWith(
+      tx,
+      () => commitOffset([op]),
+      'commit',
+      { kind: 'committed', settle: parsed.kind, reason: parsed.kind === 'reject' ? parsed.reason : null },
+      (error) => isRheoError(error, 'already_exists'),
+    );
   };
 }
 

@@ -53,6 +53,14 @@ export interface CommitOp extends OwnershipFence {
   upTo: number;
   /** Events in `(frontier, upTo]` that failed for good: dead-lettered in the same write. */
   deadLetters: Array<{ sequence: number; attempt: number; reason: string | null }>;
+  /**
+   * Only in a transaction (`TransactionScope.commit`): the commit must move
+   * the frontier forward. When the frontier is already at or past `upTo` it
+   * is refused with `already_exists` and the transaction can only roll back:
+   * an earlier run of the same handler whose COMMIT answer was lost
+   * (`ambiguous`) did commit, and a second commit would write its effect twice.
+   */
+  once?: boolean;
 }
 
 

@@ -17,6 +17,9 @@ export const RHEO_ERROR_CODES = [
   'backend_unavailable',
   'ambiguous',
   'schema_version',
+  // PostgreSQL: the schema already holds a table, index or function of the
+  // same name as one rheo's migrations create (another application's).
+  'schema_conflict',
   'closed',
   'permission_denied',
   'event_too_large',

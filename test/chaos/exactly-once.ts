@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo } from '../../src/rheo.js';
+import { startFaultProxy, type FaultProxy } from '../support/fault-proxy.js';
 
 const CHILD = fileURLToPath(new URL('../support/exactly-once-child.ts', import.meta.url));
 
@@ -27,10 +28,26 @@ export interface ExactlyOnceOptions {
   faultEveryMs: number;
   /** Upper bound on the run, after which it reports what it has. */
   timeoutMs: number;
+  /**
+   * The workers connect through a fault proxy (test/support/fault-proxy.ts)
+   * that, per request, loses its answer after the server ran it (COMMITs
+   * at `commit`, others at `answer`) or resets the connection first
+   * (`reset`), at random from the seed.
+   */
+  proxy?: { answer: number; commit: number; reset: number };
+  /**
+   * The workers reach `url` through this PgBouncer (transaction pooling)
+   * with `pooler: 'transaction'`, LISTEN going straight to `url`.
+   */
+  pgbouncerUrl?: string;
 }
 
 export interface ExactlyOnceResult {
   events: number;
+  /** Answers the fault proxy lost (COMMITs among them) and connections it reset; 0 without it. */
+  droppedAnswers: number;
+  droppedCommits: number;
+  proxyResets: number;
   /** Rows in the user table, distinct event ids among them, ids with more than one row, appended ids with none. */
   rows: number;
   distinct: number;
@@ -50,7 +67,10 @@ export interface ExactlyOnceResult {
  * handler inserting one row per event id into a table without a unique
  * constraint. Meanwhile workers are SIGKILLed (and replaced) and their
  * connections terminated with pg_terminate_backend, at random. At the end
- * every event id must appear exactly once and the group's lag be 0.
+ * every event id must appear exactly once and the group's lag be 0. With
+ * `proxy`, the workers' answers (COMMITs above all) are also lost after the
+ * server ran the statement, and connections reset; with `pgbouncerUrl`, the
+ * workers go through PgBouncer in transaction pooling mode.
  */
 export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<ExactlyOnceResult> {
   const started = Date.now();
@@ -65,7 +85,16 @@ export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<Exact
   const children = new Set<ChildProcess>();
   let kills = 0;
   let terminations = 0;
+  let proxy: FaultProxy | null = null;
   try {
+    let workerUrl = options.pgbouncerUrl ?? options.url;
+    if (options.proxy) {
+      const target = new URL(workerUrl);
+      proxy = await startFaultProxy({ host: target.hostname, port: Number(target.port) });
+      proxy.chaos({ ...options.proxy, random: next });
+      workerUrl = proxy.url(workerUrl);
+    }
+    const pooler = options.pgbouncerUrl ? ['transaction', options.url] : ['none'];
     await rheo.migrate();
     await admin.query(`CREATE TABLE "${options.schema}".effects (event_id text NOT NULL, attempt int NOT NULL, pid int NOT NULL)`);
     await rheo.createStream('work', { partitions: options.partitions ?? 4 });
@@ -79,7 +108,8 @@ export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<Exact
       ids.push(...batch.map((e) => e.id));
     }
     const spawnWorker = (): void => {
-      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, options.url, options.schema, 'work', 'effects', String(options.leaseMs), options.assignment ?? 'leases'], {
+      const args = [workerUrl, options.schema, 'work', 'effects', String(options.leaseMs), options.assignment ?? 'leases', ...pooler];
+      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], {
         stdio: ['ignore', 'ignore', 'inherit'],
       });
       children.add(child);
@@ -130,10 +160,14 @@ export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<Exact
       lag,
       kills,
       terminations,
+      droppedAnswers: proxy?.stats.droppedAnswers ?? 0,
+      droppedCommits: proxy?.stats.droppedCommits ?? 0,
+      proxyResets: proxy?.stats.resets ?? 0,
       seconds: (Date.now() - started) / 1000,
     };
   } finally {
     for (const child of children) child.kill('SIGKILL');
+    await proxy?.close();
     await rheo.close();
     await admin.end();
   }

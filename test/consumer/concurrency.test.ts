@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { deferred, useConsumerFixture, waitFor } from './harness.js';
 
 /** Lets other handlers interleave, so that overlap is real rather than sequential. */
@@ -7,7 +7,7 @@ const yieldTurns = async (n: number): Promise<void> => {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
 };
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: concurrency and ordering (${factory.name})`, () => {
     const fx = useConsumerFixture(factory);
 

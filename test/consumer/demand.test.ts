@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { deferred, useConsumerFixture, waitFor, type Deferred } from './harness.js';
 
 const yieldTurns = async (n: number): Promise<void> => {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
 };
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: demand (${factory.name})`, () => {
     const fx = useConsumerFixture(factory, { partitions: 2 });
 

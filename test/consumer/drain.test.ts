@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
 import { createRheo } from '../../src/rheo.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
 import { deferred, nextEvent, record, useConsumerFixture, waitFor } from './harness.js';
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: drain (${factory.name})`, () => {
     const fx = useConsumerFixture(factory);
 

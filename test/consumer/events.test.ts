@@ -2,13 +2,13 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import type { Lease } from '../../src/core/types.js';
 import type { ConsumerEventMap } from '../../src/observability/lease-events.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
 import { deferred, nextEvent, useConsumerFixture, waitFor } from './harness.js';
 
 type Emitted = { [K in keyof ConsumerEventMap]: { event: K; payload: ConsumerEventMap[K][0] } }[keyof ConsumerEventMap];
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: events tie to their lease (${factory.name})`, () => {
     const fx = useConsumerFixture(factory);
 

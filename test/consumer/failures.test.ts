@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { FetchErrorEvent } from '../../src/observability/lease-events.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { nextEvent, useConsumerFixture, waitFor } from './harness.js';
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: failure injection (${factory.name})`, () => {
     const fx = useConsumerFixture(factory);
 

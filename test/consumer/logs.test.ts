@@ -4,7 +4,7 @@ import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { LogFields, Logger, LogLevel } from '../../src/core/logger.js';
 import { createRheo } from '../../src/rheo.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { FaultyBackend } from '../support/faulty-backend.js';
 import { deferred, nextEvent, waitFor } from './harness.js';
 
@@ -15,7 +15,7 @@ function capture(): { logger: Logger; lines: Array<{ level: LogLevel; fields: Lo
   return { logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }, lines };
 }
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: logs and self-stop (${factory.name})`, () => {
     async function setup() {
       const clock = new ManualClock();

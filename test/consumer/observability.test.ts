@@ -2,12 +2,12 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RHEO_EVENT_NAMES, channelName } from '../../src/observability/diagnostics.js';
 import type { RheoEventName } from '../../src/observability/lease-events.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { nextEvent, useConsumerFixture, waitFor } from './harness.js';
 
 const LEASE_FIELDS = ['attempt', 'consumerId', 'eventId', 'eventType', 'group', 'partition', 'sequence', 'stream'];
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: observability (${factory.name})`, () => {
     const fx = useConsumerFixture(factory);
     const subscriptions: Array<[string, (message: unknown) => void]> = [];

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
 import { createRheo } from '../../src/rheo.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { nextEvent, record, useConsumerFixture, waitFor } from './harness.js';
 
-for (const factory of backendFactories) {
+for (const factory of consumerFactories) {
   describe(`consume: handler outcomes (${factory.name})`, () => {
     const fx = useConsumerFixture(factory);
 

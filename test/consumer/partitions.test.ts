@@ -6,7 +6,7 @@ import type { PartitionConsumer } from '../../src/consumer/partition-consumer.js
 import type { PartitionConsumeOptions } from '../../src/consumer/partition-options.js';
 import { systemTimers, type Timers } from '../../src/runtime/timers.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
-import { backendFactories } from '../support/backends.js';
+import { consumerFactories } from '../support/backends.js';
 import { makeRedisTestBackend, redisTarget } from '../support/redis.js';
 import { waitFor } from './harness.js';
 
@@ -33,8 +33,8 @@ async function frontiers(rheo: Rheo): Promise<number[]> {
 // membership and each partition's fence live on different slots.
 const factories: Array<{ name: string; make(clock: ManualClock): Promise<Backend> }> =
   process.env.RHEO_MEMORY_ONLY === '1'
-    ? backendFactories
-    : [...backendFactories, { name: 'redis cluster', make: async (clock) => makeRedisTestBackend(await redisTarget('cluster'), clock) }];
+    ? consumerFactories
+    : [...consumerFactories, { name: 'redis cluster', make: async (clock) => makeRedisTestBackend(await redisTarget('cluster'), clock) }];
 
 for (const factory of factories) {
   describe(`consume({ assignment: 'partitions' }) (${factory.name})`, () => {

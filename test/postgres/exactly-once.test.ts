@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runExactlyOnce } from '../chaos/exactly-once.js';
-import { databaseUrl, uniqueSchema } from '../support/postgres.js';
+import { databaseUrl, pgbouncerUrl, uniqueSchema } from '../support/postgres.js';
 
 // The short version; `npm run chaos` runs 20,000 events (scripts/chaos.ts).
 const EVENTS = Number(process.env.RHEO_EXACTLY_ONCE_EVENTS ?? 1_000);
@@ -39,4 +39,32 @@ describe('exactly-once effects under faults (PostgreSQL)', () => {
     expect(result.kills + result.terminations).toBeGreaterThan(0);
     expect(result).toMatchObject({ events: EVENTS, rows: EVENTS, distinct: EVENTS, duplicated: 0, missing: 0, lag: 0 });
   }, 200_000);
+
+  /** The proxy's rates: every COMMIT answer has a 1 in 12 chance of being lost after the server committed. */
+  const PROXY = { commit: 1 / 12, answer: 1 / 400, reset: 1 / 1500 };
+
+  it.each(['leases', 'partitions'] as const)(
+    'through PgBouncer (transaction pooling) and a proxy that loses answers (COMMITs above all) and resets connections: every effect exactly once (%s)',
+    async (assignment) => {
+      const result = await runExactlyOnce({
+        url: databaseUrl(),
+        pgbouncerUrl: pgbouncerUrl() || undefined,
+        schema: uniqueSchema('eox'),
+        assignment,
+        partitions: 4,
+        events: Math.round(EVENTS * 0.3),
+        workers: 2,
+        leaseMs: 2_000,
+        seed: assignment === 'leases' ? 17 : 19,
+        faultEveryMs: 4_000,
+        timeoutMs: 150_000,
+        proxy: PROXY,
+      });
+      process.stdout.write(`exactly-once (${assignment}, proxy${pgbouncerUrl() ? ', pgbouncer' : ''}): ${JSON.stringify(result)}\n`);
+      expect(result.droppedCommits).toBeGreaterThan(0);
+      const events = Math.round(EVENTS * 0.3);
+      expect(result).toMatchObject({ events, rows: events, distinct: events, duplicated: 0, missing: 0, lag: 0 });
+    },
+    200_000,
+  );
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { claimSql } from '../../src/backends/postgres/sql/claim.js';
+import { commitSql } from '../../src/backends/postgres/sql/ownership.js';
 import { ackSql, renewSql, settleSql } from '../../src/backends/postgres/sql/settle.js';
 import { ManualClock } from '../../src/core/clock.js';
 import type { Lease } from '../../src/core/types.js';
@@ -42,7 +43,9 @@ function accesses(plan: PlanNode, relation: string): string[] {
  * generic: settle, ack and renew are named prepared statements, which switch
  * to the generic plan after five executions, and the claim runs in a routine
  * that forces its generic plan (routines.ts; docs/design.md#postgresql-measurements records a generic
- * claim plan collapsing to 40 tps). Over a realistic table state: thousands
+ * claim plan collapsing to 40 tps). Behind a transaction-mode pooler
+ * (`pooler: 'transaction'`) nothing is named and every statement but the
+ * routines' gets the custom plan. Over a realistic table state: thousands
  * of events, hundreds of live leases, statistics gathered.
  */
 describe('postgres hot statement plans', () => {
@@ -156,6 +159,23 @@ describe('postgres hot statement plans', () => {
           expect(scan['Index Cond']).toContain('sequence =');
         }
       }
+    }
+  });
+
+  it('the offset commit (sent unnamed behind a transaction-mode pooler) reaches deliveries, cursors and owners only by primary key', async () => {
+    const params = [[1, 1], [1, 1], [0, 1], ['m', 'm'], [1, 1], [500, 600], [], [], [], [], null, [true, true]];
+    const { custom, generic } = await plans('rheo_commit', commitSql(schema), params);
+    for (const plan of [custom, generic]) {
+      for (const relation of ['deliveries', 'group_cursors', 'partition_owners']) {
+        const scans = nodes(plan).filter((n) => n['Relation Name'] === relation && n['Node Type'].includes('Scan'));
+        expect(scans.length).toBeGreaterThan(0);
+        for (const scan of scans) {
+          // A small table may be read whole; an index other than the primary key walks a range per partition.
+          if (scan['Node Type'] === 'Seq Scan') continue;
+          expect(scan['Index Name']).toBe(`${relation}_pkey`);
+        }
+      }
+      expect(accesses(plan, 'events')).toEqual([]);
     }
   });
 });

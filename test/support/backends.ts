@@ -1,11 +1,11 @@
 import type { Backend } from '../../src/core/backend.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
-import { makeTestBackend } from './postgres.js';
+import { makePgbouncerTestBackend, makeTestBackend, pgbouncerUrl } from './postgres.js';
 import { makeRedisTestBackend, redisTarget } from './redis.js';
 
 export interface BackendFactory {
-  name: 'memory' | 'postgres' | 'redis';
+  name: 'memory' | 'postgres' | 'redis' | 'postgres-pgbouncer';
   /** A fresh, migrated backend; with a clock, lease expiry follows it. */
   make(clock?: ManualClock): Promise<Backend>;
 }
@@ -34,3 +34,13 @@ const allFactories: BackendFactory[] = [
  */
 export const backendFactories: BackendFactory[] =
   process.env.RHEO_MEMORY_ONLY === '1' ? allFactories.filter((f) => f.name === 'memory') : allFactories;
+
+/**
+ * The consumer tests also run PostgreSQL through PgBouncer in transaction
+ * pooling mode (`pooler: 'transaction'`, LISTEN on a direct connection),
+ * when the global setup provides one.
+ */
+export const consumerFactories: BackendFactory[] =
+  process.env.RHEO_MEMORY_ONLY === '1' || pgbouncerUrl() === ''
+    ? backendFactories
+    : [...backendFactories, { name: 'postgres-pgbouncer', make: (clock) => makePgbouncerTestBackend(clock) }];

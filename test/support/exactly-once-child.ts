@@ -7,19 +7,30 @@
  * (no unique constraint and no ON CONFLICT, so a duplicate effect would show
  * as a second row) and commits it with the ack. Runs until killed.
  *
- *     node --import tsx test/support/exactly-once-child.ts <url> <schema> <stream> <group> <leaseMs> [leases|partitions]
+ *     node --import tsx test/support/exactly-once-child.ts <url> <schema> <stream> <group> <leaseMs> [leases|partitions] [none|transaction <listen url>]
  */
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
 import { createRheo } from '../../src/rheo.js';
 
-const [url, schema, stream, group, leaseMs, assignment = 'leases'] = process.argv.slice(2);
-if (!url || !schema || !stream || !group || !leaseMs || (assignment !== 'leases' && assignment !== 'partitions')) {
-  process.stderr.write('usage: exactly-once-child <url> <schema> <stream> <group> <leaseMs> [leases|partitions]\n');
+const [url, schema, stream, group, leaseMs, assignment = 'leases', pooler = 'none', listenUrl] = process.argv.slice(2);
+if (
+  !url ||
+  !schema ||
+  !stream ||
+  !group ||
+  !leaseMs ||
+  (assignment !== 'leases' && assignment !== 'partitions') ||
+  (pooler !== 'none' && pooler !== 'transaction')
+) {
+  process.stderr.write('usage: exactly-once-child <url> <schema> <stream> <group> <leaseMs> [leases|partitions] [none|transaction <listen url>]\n');
   process.exit(2);
 }
 
 const rheo = createRheo({
-  backend: postgresBackend({ connectionString: url, poolConfig: { max: 6, application_name: 'rheo-exactly-once' } }, { schema }),
+  backend: postgresBackend(
+    { connectionString: url, poolConfig: { max: 6, application_name: 'rheo-exactly-once' } },
+    { schema, pooler, listenConnectionString: listenUrl },
+  ),
 });
 const insert = `INSERT INTO "${schema}".effects (event_id, attempt, pid) VALUES ($1, $2, $3)`;
 if (assignment === 'partitions') {

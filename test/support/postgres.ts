@@ -15,7 +15,13 @@ export function databaseUrl(): string {
   return inject('rheoDatabaseUrl');
 }
 
+/** The test database through a PgBouncer in transaction pooling mode, or '' when there is none (global-setup.ts). */
+export function pgbouncerUrl(): string {
+  return inject('rheoPgbouncerUrl');
+}
+
 let shared: pg.Pool | null = null;
+let bouncer: pg.Pool | null = null;
 const schemas = new Set<string>();
 const backends = new Set<Backend>();
 
@@ -69,6 +75,30 @@ export async function makeTestBackend(clock?: Clock, options: PostgresBackendOpt
   return backend;
 }
 
+/** One pool per test file to the PgBouncer (transaction pooling), lent to every pooler test backend. */
+export function sharedPgbouncerPool(): pg.Pool {
+  if (!bouncer) {
+    bouncer = new pg.Pool({ connectionString: pgbouncerUrl(), max: 12, application_name: 'rheo-test-pgbouncer' });
+    bouncer.on('error', () => {});
+  }
+  return bouncer;
+}
+
+/**
+ * As makeTestBackend, but every statement goes through PgBouncer in
+ * transaction pooling mode (`pooler: 'transaction'`), with LISTEN on a
+ * direct connection (`listenConnectionString`).
+ */
+export async function makePgbouncerTestBackend(clock?: Clock, options: PostgresBackendOptions = {}): Promise<PostgresBackend> {
+  const backend = postgresBackend(
+    { pool: sharedPgbouncerPool() },
+    { schema: uniqueSchema('pgb'), clock, pooler: 'transaction', listenConnectionString: databaseUrl(), ...options },
+  );
+  backends.add(backend);
+  await backend.migrate();
+  return backend;
+}
+
 /** Closes what the helpers created and drops their schemas. Registered for every file that imports this module. */
 export async function cleanupPostgres(): Promise<void> {
   for (const backend of backends) await backend.close().catch(() => {});
@@ -78,6 +108,11 @@ export async function cleanupPostgres(): Promise<void> {
     for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
     schemas.clear();
     shared = null;
+    await pool.end();
+  }
+  if (bouncer) {
+    const pool = bouncer;
+    bouncer = null;
     await pool.end();
   }
 }

@@ -156,7 +156,7 @@ describe('partitionTransactionalHandler (partition ownership)', () => {
     })(event, outer);
     expect(settlement(outcome)).toEqual({ kind: 'committed', settle: 'ack', reason: null });
     expect(log.calls).toEqual(['begin 1', 'offsets 1 9', 'commit 1']);
-    expect(log.offsets).toEqual([{ stream: 's', group: 'g', partition: 2, memberId: 'm', generation: 7, upTo: 9, deadLetters: [] }]);
+    expect(log.offsets).toEqual([{ stream: 's', group: 'g', partition: 2, memberId: 'm', generation: 7, upTo: 9, deadLetters: [], once: true }]);
     expect(seen).toMatchObject({ attempt: 3, partition: 2, generation: 7, memberId: 'm' });
     expect(seen!.signal).toBe(outer.signal);
     expect(await seen!.client!.query('x')).toEqual({ tx: 1 });
@@ -217,5 +217,13 @@ describe('partitionTransactionalHandler (partition ownership)', () => {
     const silent = fakeTransactionalBackend({ offsets: () => Promise.resolve([]) });
     const { error } = settlement(await partitionTransactionalHandler(silent.backend, target, () => 'ack')(event, partitionContext())) as { error: RheoError };
     expect(error).toMatchObject({ code: 'internal', message: 'commit returned no result' });
+  });
+
+  it('a once commit refused as already_exists (an earlier run whose COMMIT answer was lost committed) rolls back and counts as committed', async () => {
+    const done = new RheoError('already_exists', 'already committed up to 9');
+    const { backend, log } = fakeTransactionalBackend({ offsets: () => Promise.resolve([{ ok: false, error: done }]) });
+    const outcome = await partitionTransactionalHandler(backend, target, () => 'ack')(event, partitionContext());
+    expect(settlement(outcome)).toEqual({ kind: 'committed', settle: 'ack', reason: null });
+    expect(log.calls).toEqual(['begin 1', 'offsets 1 9', 'rollback 1']);
   });
 });

@@ -116,6 +116,15 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
     }
     if (BAD_VALUE_CODES.has(state)) return make('invalid_argument', 'PostgreSQL cannot store a value');
     if (state === '23505') return make('already_exists', 'a unique constraint was violated');
+    // A named prepared statement found already there (42P05) or missing
+    // (26000): consecutive statements ran on different server connections,
+    // which is what a transaction-mode pooler does.
+    if ((state === '42P05' || state === '26000') && /prepared statement/i.test(messageOf(error))) {
+      return make(
+        'unsupported',
+        "a named prepared statement is missing or duplicated on the server connection, as behind a transaction-mode connection pooler (PgBouncer, Supavisor, RDS Proxy); create the backend with pooler: 'transaction'",
+      );
+    }
     return make('internal', `unexpected PostgreSQL error ${state}`);
   }
   if (!ctx.sent) return make('backend_unavailable', 'cannot connect to PostgreSQL');

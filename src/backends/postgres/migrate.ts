@@ -1,6 +1,7 @@
 import { RheoError } from '../../core/errors.js';
-import { txQuery, type Database } from './connection.js';
-import { LATEST_VERSION, MIGRATIONS, renderMigration } from './migrations/index.js';
+import { txQuery, type Database, type Queryable } from './connection.js';
+import { sqlState } from './errors.js';
+import { LATEST_VERSION, MIGRATIONS, renderMigration, type Migration } from './migrations/index.js';
 import { ROUTINES, type Routine } from './routines.js';
 
 /** First key of the two-key advisory lock; the second is hashtext(schema). */
@@ -30,7 +31,8 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
       [schema],
     );
     if (!found?.schema_exists) await txQuery(tx, `CREATE SCHEMA IF NOT EXISTS ${quotedSchema}`, []);
-    if (!found?.ledger_exists) {
+    if (found?.ledger_exists) await checkLedger(tx, schema);
+    else {
       await txQuery(
         tx,
         `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (
@@ -49,10 +51,16 @@ export async function migrate(db: Database, schema: string, quotedSchema: string
     const current = row?.version ?? 0;
     if (current > LATEST_VERSION) throw newerSchema(schema, current);
     const applied: AppliedMigrations = { from: current, applied: [], routines: [] };
+    await checkFreeNames(tx, schema, MIGRATIONS.filter((m) => m.version > current));
     for (const migration of MIGRATIONS) {
       if (migration.version <= current) continue;
       applied.applied.push({ version: migration.version, name: migration.name });
-      await txQuery(tx, renderMigration(migration, quotedSchema), []);
+      try {
+        await txQuery(tx, renderMigration(migration, quotedSchema), []);
+      } catch (error) {
+        if (!DUPLICATE_OBJECT_STATES.has(sqlState(error) ?? '')) throw error;
+        throw schemaConflict(schema, `an object migration ${migration.version} (${migration.name}) creates: ${(error as Error).message}`, error);
+      }
       await txQuery(tx, `INSERT INTO ${quotedSchema}.migrations (version, name) VALUES ($1, $2)`, [
         migration.version,
         migration.name,
@@ -171,4 +179,91 @@ export async function checkSchemaVersion(db: Database, schema: string, quotedSch
       `schema "${schema}" is at migration ${current} but this rheo needs ${LATEST_VERSION}; call rheo.migrate()`,
     );
   }
+}
+
+/**
+ * SQLSTATEs of a CREATE that met an object of the same name: duplicate
+ * table (relations and indexes share one namespace), duplicate object,
+ * duplicate function.
+ */
+const DUPLICATE_OBJECT_STATES = new Set(['42P07', '42710', '42723']);
+
+/**
+ * Before a migration's DDL: relations (tables, indexes) of the names the
+ * pending migrations create that already exist in the schema, so the error
+ * names every such object, not only the first one PostgreSQL would hit. A
+ * function of a taken name and signature is caught when it is created.
+ */
+async function checkFreeNames(tx: Queryable, schema: string, pending: readonly Migration[]): Promise<void> {
+  const wanted = pending.flatMap((migration) => createdNames(migration).relations);
+  if (wanted.length === 0) return;
+  const taken = await txQuery<{ relname: string; kind: string }>(
+    tx,
+    `SELECT c.relname, CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'i' THEN 'index' WHEN 'I' THEN 'index'
+            WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' ELSE 'relation' END AS kind
+       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relname = ANY ($2::text[])
+      ORDER BY c.relname`,
+    [schema, wanted],
+  );
+  if (taken.length > 0) {
+    throw schemaConflict(schema, taken.map((t) => `${t.kind} "${t.relname}"`).join(', '));
+  }
+}
+
+/**
+ * Tables, indexes and functions a migration creates by name, read from its
+ * SQL. Names PostgreSQL picks itself (primary keys, identity sequences)
+ * step around existing ones and cannot collide. A name the same migration
+ * first renames away (migration 9 renames rheo's own `events` to `events_0`,
+ * then creates the partitioned `events`) is its own object, not a conflict.
+ */
+function createdNames(migration: Migration): { relations: string[]; functions: string[] } {
+  const renamed = new Set(
+    [...migration.sql.matchAll(/ALTER\s+(?:TABLE|INDEX)\s+(?::schema\.)?([a-z_][a-z0-9_]*)\s+RENAME\s+TO\b/gi)].map((m) => m[1]!),
+  );
+  const relations: string[] = [];
+  const functions: string[] = [];
+  for (const m of migration.sql.matchAll(/CREATE\s+(?:UNIQUE\s+)?(TABLE|INDEX|FUNCTION)\s+(?::schema\.)?([a-z_][a-z0-9_]*)/gi)) {
+    if (m[1]!.toUpperCase() === 'FUNCTION') functions.push(m[2]!);
+    else if (!renamed.has(m[2]!)) relations.push(m[2]!);
+  }
+  return { relations, functions };
+}
+
+/**
+ * A `migrations` table rheo did not create (another tool's ledger in a
+ * shared schema such as `public`) must not be read as rheo's: its columns
+ * are checked before its rows are.
+ */
+async function checkLedger(tx: Queryable, schema: string): Promise<void> {
+  const columns = await txQuery<{ attname: string; type: string }>(
+    tx,
+    `SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type
+       FROM pg_catalog.pg_attribute a
+       JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attnum > 0 AND NOT a.attisdropped`,
+    [schema],
+  );
+  const found = new Map(columns.map((c) => [c.attname, c.type]));
+  const rheoShape =
+    columns.length === 3 &&
+    found.get('version') === 'integer' &&
+    found.get('name') === 'text' &&
+    found.get('applied_at') === 'timestamp with time zone';
+  if (!rheoShape) throw schemaConflict(schema, 'table "migrations" (not rheo\'s migration ledger)');
+}
+
+/**
+ * The schema already holds objects of names rheo creates (`schema:
+ * 'public'` beside an application's own `events` table, say). Nothing is
+ * written: the migration's transaction rolls back whole.
+ */
+function schemaConflict(schema: string, objects: string, cause?: unknown): RheoError {
+  return new RheoError(
+    'schema_conflict',
+    `cannot migrate schema "${schema}": it already holds ${objects}, and rheo creates objects of those names. rheo needs a schema of its own: pass another \`schema\` (the default is "rheo"), or move those objects; nothing was changed`,
+    { cause },
+  );
 }

@@ -17,7 +17,9 @@ const RECONNECT_MAX_MS = 5_000;
  * (a notification may have been missed while the connection was down).
  */
 export class AppendListener {
-  readonly #connect: () => pg.Client;
+  /** `null`: no LISTEN connection at all (behind a transaction-mode pooler with no direct address); waiters poll. */
+  readonly #connect: (() => pg.Client) | null;
+  #warnedNoListen = false;
   readonly #listenSql: string;
   readonly #waiters = new Map<string, Set<Waiter>>();
   #client: pg.Client | null = null;
@@ -31,7 +33,7 @@ export class AppendListener {
   /** Consecutive failed attempts since the connection was last up, for the log. */
   #failures = 0;
 
-  constructor(connect: () => pg.Client, quotedChannel: string) {
+  constructor(connect: (() => pg.Client) | null, quotedChannel: string) {
     this.#connect = connect;
     this.#listenSql = `LISTEN ${quotedChannel}`;
   }
@@ -81,6 +83,7 @@ export class AppendListener {
 
   /** Resolves once LISTEN is active (used by tests; waitForAppend never needs it). */
   async ready(): Promise<void> {
+    if (this.#connect === null) return this.#warnNoListen();
     this.#ensureConnected();
     while (!this.#closed && this.#client === null) {
       await (this.#connecting ?? new Promise((resolve) => setTimeout(resolve, RECONNECT_MIN_MS)));
@@ -103,14 +106,31 @@ export class AppendListener {
   }
 
   #ensureConnected(): void {
+    if (this.#connect === null) return this.#warnNoListen();
     if (this.#closed || this.#client !== null || this.#connecting !== null || this.#retryTimer !== null) return;
     this.#connecting = this.#open().finally(() => {
       this.#connecting = null;
     });
   }
 
+  /**
+   * Once per backend: a LISTEN through a transaction-mode pooler would sit on
+   * a server connection the pooler hands to others after the statement, and
+   * its notifications would be lost, so there is none.
+   */
+  #warnNoListen(): void {
+    if (this.#warnedNoListen) return;
+    this.#warnedNoListen = true;
+    log(
+      this.#logger,
+      'warn',
+      { schema: this.#schema },
+      `rheo backend for schema "${this.#schema}" is behind a transaction-mode pooler and has no listenConnectionString: no LISTEN connection, so consumers in other processes find new events by polling (pollMs); give listenConnectionString (a direct connection) to be woken at once`,
+    );
+  }
+
   async #open(): Promise<void> {
-    const client = this.#connect();
+    const client = this.#connect!();
     let dropped = false;
     const onDrop = (error?: unknown) => {
       if (dropped) return;

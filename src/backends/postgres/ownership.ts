@@ -19,6 +19,7 @@ import {
   type StepReport,
 } from '../../core/membership.js';
 import type { RheoEvent } from '../../core/types.js';
+import { RheoError } from '../../core/errors.js';
 import { callSignals, currentCallSignal } from '../../core/call-options.js';
 import { Coalescer } from '../../core/coalescer.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
@@ -214,6 +215,20 @@ export async function readOwnedBatch(ctx: LeaseContext, reads: OwnedRead[]): Pro
   return results;
 }
 
+/** An offset commit joining a transaction: its partitions are locked first, and the transaction's idle time bounded. */
+export interface HeldCommit {
+  idleMs: number;
+}
+
+/** A `once` commit that found its frontier already past: an earlier run committed (sql/ownership.ts commitSql). */
+function alreadyCommitted(op: CommitOp): RheoError {
+  return new RheoError(
+    'already_exists',
+    `partition ${op.partition} of group "${op.group}" on stream "${op.stream}" is already committed up to ${op.upTo}: an earlier run of this transaction committed (its COMMIT answer was lost), so this one must roll back`,
+    { stream: op.stream, group: op.group },
+  );
+}
+
 /**
  * Offset commits (sql/ownership.ts commitSql). `runner` is the pool by
  * default, or an application's transaction (transaction.ts): the owner row's
@@ -221,11 +236,18 @@ export async function readOwnedBatch(ctx: LeaseContext, reads: OwnedRead[]): Pro
  * ends, so an ownership change of the partition waits for it and the
  * handler's writes commit with the offset or not at all.
  */
-export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
+export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner = ctx.db, held?: HeldCommit): Promise<SettleOutcome[]> {
   // A cache miss is looked up on the same runner: a transaction never waits for a second pooled connection.
   const groups = await groupsOf(ctx.catalog, ops, runner);
   const sent = ops.flatMap((op, i) => (groups[i] ? [{ op, g: groups[i]!, i }] : []));
   const status = new Map<number, { status: string; high_watermark: number }>();
+  if (held) {
+    await runner.query(
+      { action: 'lock the partitions of an offset commit in a transaction', stream: ops[0]?.stream, group: ops[0]?.group, writes: false },
+      ctx.sql.ownership.lockCommitCursors,
+      [String(held.idleMs), sent.map((s) => s.g.id), sent.map((s) => s.op.partition)],
+    );
+  }
   if (sent.length > 0) {
     const dead = sent.flatMap((s, k) => s.op.deadLetters.map((d) => ({ ...d, k: k + 1 })));
     const rows = await runner.query<{ i: number; status: string; high_watermark: number }>(
@@ -243,6 +265,7 @@ export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner 
         dead.map((d) => d.attempt),
         dead.map((d) => d.reason),
         ctx.now(),
+        sent.map((s) => s.op.once === true),
       ],
     );
     for (const row of rows) status.set(sent[row.i - 1]!.i, row);
@@ -250,6 +273,7 @@ export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner 
   return ops.map((op, i) => {
     const row = status.get(i);
     if (row?.status === 'ok') return { ok: true as const };
+    if (row?.status === 'done') return { ok: false as const, error: alreadyCommitted(op) };
     if (row?.status === 'beyond') return { ok: false as const, error: commitBeyondLog(op, op.upTo, row.high_watermark) };
     return { ok: false as const, error: staleGeneration(op) };
   });

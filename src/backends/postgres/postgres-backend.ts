@@ -102,6 +102,25 @@ export interface PostgresBackendOptions {
    * when smaller. Default 1,048,576.
    */
   segmentEvents?: number;
+  /**
+   * `'transaction'` when a transaction-mode connection pooler (PgBouncer with
+   * `pool_mode = transaction`, Supavisor, RDS Proxy) sits between rheo and
+   * PostgreSQL: consecutive statements may then run on different server
+   * connections, so rheo sends no named prepared statements and keeps no
+   * session state, and LISTEN (which needs a session) moves to
+   * `listenConnectionString`. Default `'none'`: rheo talks to PostgreSQL
+   * directly or through a session-mode pooler (docs/connection-poolers.md).
+   */
+  pooler?: 'transaction' | 'none';
+  /**
+   * Where the LISTEN connection goes, one per backend: a connection string
+   * that reaches PostgreSQL directly (or through a session-mode pooler).
+   * Default: the pool's own settings, except with `pooler: 'transaction'`,
+   * where a LISTEN through the pooler would be lost with its server
+   * connection: without this option rheo then logs a warning once and
+   * consumers find new events by polling (`pollMs`).
+   */
+  listenConnectionString?: string;
 }
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
@@ -113,6 +132,7 @@ export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
  *     postgresBackend({ connectionString }, { schema: 'rheo' })
  *     postgresBackend({ pool })                // borrowed: never ended by rheo
  *     postgresBackend({ pool, schema: 'events', notify: false })
+ *     postgresBackend({ connectionString: pgbouncerUrl, pooler: 'transaction', listenConnectionString: directUrl })
  */
 export function postgresBackend(connection: PostgresBackendConfig, options: PostgresBackendOptions = {}): PostgresBackend {
   return new PostgresBackend(connection, options);
@@ -131,6 +151,8 @@ export class PostgresBackend implements Backend {
   });
   readonly schema: string;
   readonly storeId: string;
+  /** `'transaction'` when a transaction-mode pooler is in between (the option of that name). */
+  readonly pooler: 'transaction' | 'none';
   readonly #db: Database;
   readonly #segments: SegmentRoller;
   readonly #sql: Statements;
@@ -158,17 +180,36 @@ export class PostgresBackend implements Backend {
       notify: options.notify ?? connection.notify,
       statementTimeoutMs: options.statementTimeoutMs ?? connection.statementTimeoutMs,
       segmentEvents: options.segmentEvents ?? connection.segmentEvents,
+      pooler: options.pooler ?? connection.pooler,
+      listenConnectionString: options.listenConnectionString ?? connection.listenConnectionString,
     };
     const segmentEvents = merged.segmentEvents ?? DEFAULT_SEGMENT_EVENTS;
     if (!Number.isSafeInteger(segmentEvents) || segmentEvents < 256 || segmentEvents > 2 ** 40) {
       throw invalidArgument(`postgresBackend segmentEvents must be an integer from 256 to 2^40, got ${String(merged.segmentEvents)}`);
     }
+    const pooler = merged.pooler ?? 'none';
+    if (pooler !== 'transaction' && pooler !== 'none') {
+      throw invalidArgument(`postgresBackend pooler must be 'transaction' or 'none', got ${JSON.stringify(merged.pooler)}`);
+    }
+    const listenUrl = merged.listenConnectionString;
+    if (listenUrl !== undefined && (typeof listenUrl !== 'string' || listenUrl.length === 0)) {
+      throw invalidArgument('postgresBackend listenConnectionString must be a non-empty connection string');
+    }
+    this.pooler = pooler;
     const statementTimeoutMs = merged.statementTimeoutMs;
     if (
       statementTimeoutMs !== undefined &&
       (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 1 || statementTimeoutMs > 2_147_483_647)
     ) {
       throw invalidArgument(`postgresBackend statementTimeoutMs must be an integer from 1 to 2147483647, got ${String(statementTimeoutMs)}`);
+    }
+    if (statementTimeoutMs !== undefined && pooler === 'transaction') {
+      // pg sends statement_timeout as a startup parameter, which PgBouncer
+      // refuses ("unsupported startup parameter") and a pooler could not
+      // keep per session anyway.
+      throw invalidArgument(
+        "postgresBackend statementTimeoutMs cannot be set with pooler: 'transaction'; set statement_timeout on the database role instead (ALTER ROLE ... SET statement_timeout = ...)",
+      );
     }
     this.schema = merged.schema ?? 'rheo';
     this.#quotedSchema = quoteSchema(this.schema);
@@ -203,7 +244,7 @@ export class PostgresBackend implements Backend {
     }
 
     this.storeId = postgresStoreId(clientConfig, this.schema);
-    this.#sql = renderStatements(this.#quotedSchema);
+    this.#sql = renderStatements(this.#quotedSchema, pooler !== 'transaction');
     this.#catalog = new Catalog(this.#db, this.#sql);
     const clock = this.#clock;
     this.#ctx = {
@@ -223,8 +264,10 @@ export class PostgresBackend implements Backend {
       target: { clock: this.#clock, channel: this.#channel, notify: this.#notify },
       ensureSchema: () => this.#ensureSchema(),
     };
+    const listenConfig: pg.ClientConfig | null =
+      listenUrl !== undefined ? { connectionString: listenUrl } : pooler === 'transaction' ? null : clientConfig;
     this.#listener = new AppendListener(
-      () => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` }),
+      listenConfig && (() => new pg.Client({ ...listenConfig, application_name: `rheo-listen:${this.schema}` })),
       `"${this.#channel}"`,
     );
   }

@@ -21,6 +21,7 @@ import {
   bumpGenerationsSql,
   commitSql,
   frontiersSql,
+  lockCommitCursorsSql,
   lockGroupSql,
   membersSql,
   readMembershipSql,
@@ -53,13 +54,21 @@ export interface PreparedText {
   readonly text: string;
 }
 
-function prepared(key: string, text: string): PreparedText {
-  return { name: `rheo_${key}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`, text };
-}
-
-/** Every fixed statement, rendered once per backend for its schema. */
-export function renderStatements(quotedSchema: string) {
+/**
+ * Every fixed statement, rendered once per backend for its schema.
+ *
+ * Behind a transaction-mode pooler (`pooler: 'transaction'`) nothing is
+ * named: a named statement lives on one server connection, and the pooler
+ * hands each transaction whichever connection is free, so the next call
+ * finds it missing (26000) or already there (42P05). Sent unnamed, the
+ * statement is parsed and planned per call; the claim, the append and the
+ * owned read keep their forced generic plans anyway, because those are set
+ * on the routines they call (routines.ts), not on the statement.
+ */
+export function renderStatements(quotedSchema: string, named = true) {
   const s = quotedSchema;
+  const prepared = (key: string, text: string): PreparedText | string =>
+    named ? { name: `rheo_${key}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`, text } : text;
   return {
     append: prepared('append', appendRoutine.call(s)),
     read: readSql(s),
@@ -96,6 +105,7 @@ export function renderStatements(quotedSchema: string) {
       release: releaseSql(s),
       readOwned: prepared('read_owned', readOwnedRoutine.call(s)),
       commit: prepared('commit', commitSql(s)),
+      lockCommitCursors: lockCommitCursorsSql(s),
       members: membersSql(s),
       bumpGenerations: bumpGenerationsSql(s),
     },

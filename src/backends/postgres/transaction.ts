@@ -137,13 +137,9 @@ export class PostgresTransactionScope implements TransactionScope {
     // From here on the transaction holds owner rows, and every heartbeat that
     // moves one of those partitions waits for it: a process frozen before
     // its COMMIT (SIGSTOP, a long pause) must not stall the group's
-    // rebalances for good, so the server ends such a transaction once idle.
-    await this.#runner.query(
-      { action: 'bound the idle time of a transaction holding partition owners', writes: false },
-      "SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
-      [String(HELD_OWNER_IDLE_MS)],
-    );
-    return this.#poisonOnRefusal(await commitOffsets(this.#deps.ctx, ops, this.#runner));
+    // rebalances for good, so the server ends such a transaction once idle
+    // (set by the statement that locks the partitions, ownership.ts).
+    return this.#poisonOnRefusal(await commitOffsets(this.#deps.ctx, ops, this.#runner, { idleMs: HELD_OWNER_IDLE_MS }));
   }
 
   async #poisonOnRefusal(outcomes: SettleOutcome[]): Promise<SettleOutcome[]> {

@@ -172,15 +172,20 @@ ORDER BY r.i, e.sequence`;
  * partition's high watermark; then dead letters in (frontier, upTo], the
  * cursor moved up to upTo (GREATEST: never back), and open deliveries and
  * replay holds at or below it dropped. Returns every op with its status.
+ * An op marked `once` (a commit in a handler's transaction) whose frontier
+ * is already at or past upTo changes nothing and is `done`: an earlier run
+ * whose COMMIT answer was lost did commit (the caller locked the cursor
+ * first, lockCommitCursorsSql, so that run has ended and this statement's
+ * snapshot sees what it wrote).
  * $1 group_ids, $2 stream_ids, $3 partitions, $4 member ids, $5 generations,
  * $6 upTo, $7 dead-letter op indexes (1-based), $8 sequences, $9 attempts,
- * $10 reasons, $11 now or null.
+ * $10 reasons, $11 now or null, $12 once flags.
  */
 export function commitSql(s: string): string {
   return `
 WITH o AS (
-  SELECT * FROM unnest($1::int[], $2::int[], $3::int[], $4::text[], $5::int8[], $6::int8[])
-    WITH ORDINALITY AS o(group_id, stream_id, partition, member_id, generation, up_to, i)
+  SELECT * FROM unnest($1::int[], $2::int[], $3::int[], $4::text[], $5::int8[], $6::int8[], $12::boolean[])
+    WITH ORDINALITY AS o(group_id, stream_id, partition, member_id, generation, up_to, once, i)
 ),
 fenced AS (
   SELECT o.* FROM o
@@ -188,13 +193,16 @@ fenced AS (
     ON po.group_id = o.group_id AND po.partition = o.partition AND po.owner = o.member_id AND po.generation = o.generation
   FOR SHARE OF po
 ),
-good AS (
+placed AS (
   SELECT f.*, LEAST(c.cursor, (SELECT min(d.sequence) - 1 FROM ${s}.deliveries d
                                WHERE d.group_id = f.group_id AND d.partition = f.partition)) AS frontier
   FROM fenced f
   JOIN ${s}.stream_partitions sp ON sp.stream_id = f.stream_id AND sp.partition = f.partition
   JOIN ${s}.group_cursors c ON c.group_id = f.group_id AND c.partition = f.partition
   WHERE f.up_to <= sp.high_watermark
+),
+good AS (
+  SELECT p.* FROM placed p WHERE NOT p.once OR p.frontier < p.up_to
 ),
 moved AS (
   UPDATE ${s}.group_cursors c SET cursor = g.up_to
@@ -217,13 +225,45 @@ unheld AS (
   DELETE FROM ${s}.replay_holds h USING good g
   WHERE h.group_id = g.group_id AND h.partition = g.partition AND h.sequence <= g.up_to AND g.up_to > g.frontier
 )
-SELECT o.i, CASE WHEN g.i IS NOT NULL THEN 'ok' WHEN f.i IS NOT NULL THEN 'beyond' ELSE 'stale' END AS status,
+SELECT o.i, CASE WHEN g.i IS NOT NULL THEN 'ok' WHEN p.i IS NOT NULL THEN 'done' WHEN f.i IS NOT NULL THEN 'beyond' ELSE 'stale' END AS status,
        sp.high_watermark
 FROM o
 LEFT JOIN fenced f ON f.i = o.i
+LEFT JOIN placed p ON p.i = o.i
 LEFT JOIN good g ON g.i = o.i
 LEFT JOIN ${s}.stream_partitions sp ON sp.stream_id = o.stream_id AND sp.partition = o.partition
 ORDER BY o.i`;
+}
+
+/**
+ * Before a `once` commit in a transaction (sql above): takes the owner rows
+ * in share mode, then the cursor rows for update, in the lock order of this
+ * file, and sets the transaction's idle limit (transaction.ts). An earlier
+ * run of the same handler whose COMMIT answer was lost may still be open on
+ * the server, holding the cursor row it moved: waiting for it here, in a
+ * statement of its own, lets the commit statement's snapshot see whether it
+ * committed. Without the wait the commit would read the old frontier, then
+ * find the cursor moved under its update and still answer ok.
+ * $1 idle limit (ms, text), $2 group_ids, $3 partitions.
+ */
+export function lockCommitCursorsSql(s: string): string {
+  return `
+WITH k AS (
+  SELECT DISTINCT * FROM unnest($2::int[], $3::int[]) AS k(group_id, partition)
+),
+owners AS (
+  SELECT po.group_id, po.partition FROM ${s}.partition_owners po
+  JOIN k ON k.group_id = po.group_id AND k.partition = po.partition
+  ORDER BY po.group_id, po.partition
+  FOR SHARE OF po
+)
+SELECT set_config('idle_in_transaction_session_timeout', $1, true) AS idle,
+  (SELECT count(*) FROM (
+     SELECT 1 FROM ${s}.group_cursors c
+     JOIN owners o ON o.group_id = c.group_id AND o.partition = c.partition
+     ORDER BY c.group_id, c.partition
+     FOR UPDATE OF c
+   ) l) AS locked`;
 }
 
 /** Live members and every partition's owner. $1 group_id, $2 now or null. */
