@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { invalidArgument } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
 import { assertInteger, assertName, assertPlainObject, assertString, describe, optionalInteger } from '../core/validation.js';
@@ -36,12 +37,34 @@ export interface ResolvedConsumeOptions<T> {
  * synchronously and a bad option is an immediate `invalid_argument`, never a
  * failure discovered later on a background loop.
  */
+const CONSUME_OPTION_KEYS = optionKeys<ConsumeOptions>()(
+  'stream',
+  'group',
+  'assignment',
+  'handler',
+  'concurrency',
+  'maxDemand',
+  'leaseMs',
+  'pollMs',
+  'consumerId',
+  'partitions',
+  'handlerTimeoutMs',
+  'orderBy',
+  'signal',
+  'stopTimeoutMs',
+  'timers',
+  'minDemand',
+  'fetchBackoff',
+  'transaction',
+);
+
 export function resolveConsumeOptions<T>(
   options: ConsumeOptions<T>,
   defaults: Readonly<RheoDefaults>,
   randomId: () => string,
 ): ResolvedConsumeOptions<T> {
   assertPlainObject('consume options', options);
+  assertKnownKeys('consume options', options, CONSUME_OPTION_KEYS);
   assertName('stream', options.stream);
   assertName('group', options.group);
   if (typeof options.handler !== 'function') {

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import type { TransactionClient } from '../core/backend.js';
 import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, RheoEvent } from '../core/types.js';
@@ -131,12 +132,36 @@ export interface ResolvedPartitionOptions<T> {
   transaction: boolean;
 }
 
+const PARTITION_OPTION_KEYS = optionKeys<PartitionConsumeOptions>()(
+  'stream',
+  'group',
+  'assignment',
+  'handler',
+  'orderBy',
+  'concurrency',
+  'batchSize',
+  'onFailure',
+  'maxAttempts',
+  'retryBackoff',
+  'memberId',
+  'sessionMs',
+  'heartbeatMs',
+  'rebalanceTimeoutMs',
+  'pollMs',
+  'handlerTimeoutMs',
+  'signal',
+  'stopTimeoutMs',
+  'timers',
+  'transaction',
+);
+
 export function resolvePartitionOptions<T>(
   options: PartitionConsumeOptions<T>,
   defaults: { pollMs: number },
   randomId: () => string,
 ): ResolvedPartitionOptions<T> {
   assertPlainObject('consume options', options);
+  assertKnownKeys("consume({ assignment: 'partitions' }) options", options, PARTITION_OPTION_KEYS);
   assertName('stream', options.stream);
   assertName('group', options.group);
   if (typeof options.handler !== 'function') {

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import type { Backend } from '../core/backend.js';
 import { MAX_LEASE_MS, MAX_LIMIT, assertOptions } from '../core/arguments/common.js';
 import { systemClock, type Clock } from '../core/clock.js';
@@ -53,6 +54,10 @@ export interface RetentionTrimmerOptions {
   batchSize: number;
 }
 
+const RHEO_OPTION_KEYS = optionKeys<RheoOptions>()('backend', 'defaults', 'clock', 'limits', 'logger', 'telemetry', 'retention');
+const DEFAULTS_KEYS = optionKeys<RheoDefaults>()('leaseMs', 'maxAttempts', 'maxDemand', 'pollMs', 'maxFetchBytes');
+const RETENTION_KEYS = optionKeys<RetentionTrimmerOptions>()('enabled', 'intervalMs', 'batchSize');
+
 /** `createRheo` options checked and filled with defaults; the backend and logger are resolved by `Rheo`. */
 export interface ResolvedOptions {
   clock: Clock;
@@ -65,8 +70,10 @@ export interface ResolvedOptions {
 /** Checks `createRheo` options in the order their messages are documented and tested; throws before anything is made. */
 export function resolveOptions(options: RheoOptions): ResolvedOptions {
   if (options === null || typeof options !== 'object') throw invalidArgument('createRheo options must be an object');
+  assertKnownKeys('createRheo options', options, RHEO_OPTION_KEYS);
   const clock = options.clock ?? systemClock;
   const d = options.defaults ?? {};
+  assertKnownKeys('defaults', d, DEFAULTS_KEYS);
   const defaults = Object.freeze({
     leaseMs: optionalInteger('defaults.leaseMs', d.leaseMs, 30_000, { min: 1, max: MAX_LEASE_MS }),
     maxAttempts: optionalInteger('defaults.maxAttempts', d.maxAttempts, 5, { min: 1, max: 1_000_000 }),
@@ -91,6 +98,7 @@ export function resolveOptions(options: RheoOptions): ResolvedOptions {
   });
   const r = options.retention ?? {};
   assertOptions('retention', r);
+  assertKnownKeys('retention', r, RETENTION_KEYS);
   if (r.enabled !== undefined && typeof r.enabled !== 'boolean') {
     throw invalidArgument(`retention.enabled must be a boolean, got ${describe(r.enabled)}`);
   }

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { Backend } from '../core/backend.js';
@@ -421,10 +422,29 @@ function asRheoError(error: unknown, what: string): RheoError {
   return new RheoError('internal', `${what} failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
 }
 
+const PRODUCER_OPTION_KEYS = optionKeys<ProducerOptions>()(
+  'stream',
+  'group',
+  'maxDemand',
+  'minDemand',
+  'leaseMs',
+  'pollMs',
+  'consumerId',
+  'partitions',
+  'onFailure',
+  'signal',
+  'fetchBackoff',
+  'settleRetry',
+  'maxSettleBatch',
+  'timers',
+  'random',
+);
+
 function resolveOptions(source: ProducerSource, options: ProducerOptions) {
   if (options === null || typeof options !== 'object') {
     throw new RheoError('invalid_argument', 'producer options must be an object with stream and group');
   }
+  assertKnownKeys('producer options', options, PRODUCER_OPTION_KEYS);
   assertName('stream', options.stream);
   assertName('group', options.group);
   const d = source.defaults;

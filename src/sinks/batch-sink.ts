@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Writable } from 'node:stream';
 import type { Backend, OwnedTransaction, SettleOp, SettleOutcome, TransactionClient } from '../core/backend.js';
 import { settleOp } from '../core/arguments.js';
@@ -115,6 +116,9 @@ export interface BatchSinkEvents<T> extends SettlingStreamEvents<T> {
   'batch-error': [info: BatchErrorInfo<T>];
 }
 
+/** Every option `createBatchSink` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<BatchSinkOptions>()('producer', 'handler', 'transaction', 'batchSize', 'batchTimeoutMs', 'concurrency', 'batchKey', 'onFailure', 'timers');
+
 /**
  * An object-mode `Writable` that groups leases like a Broadway batcher (by
  * `batchSize` or `batchTimeoutMs`, whichever first; a partial batch flushes
@@ -163,6 +167,7 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
   readonly #onLost = (info: LeaseLostInfo<T>): void => this.#lost.add(info.lease.leaseId);
 
   constructor(options: BatchSinkOptions<T>) {
+    assertKnownKeys('createBatchSink options', options, OPTION_KEYS);
     const handler = (options as Partial<BatchSinkOptions<T>> | null)?.handler;
     if (typeof handler !== 'function' || !options.producer) {
       throw invalidArgument('createBatchSink expects { producer, handler(leases, { signal }), batchSize?, batchTimeoutMs?, concurrency? }');

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Writable } from 'node:stream';
 import { RheoError, invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
@@ -23,6 +24,9 @@ export interface BatcherRouterOptions<T extends JsonValue = JsonValue> {
    */
   maxQueued?: number;
 }
+
+/** Every option `createBatcherRouter` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<BatcherRouterOptions>()('producer', 'batchers', 'route', 'maxQueued');
 
 /**
  * Fan-out to several batchers (Broadway's `put_batcher`): a `Writable` that
@@ -66,6 +70,7 @@ export class BatcherRouter<T extends JsonValue = JsonValue> extends Writable {
   #waitingFinal: (() => void) | null = null;
 
   constructor(options: BatcherRouterOptions<T>) {
+    assertKnownKeys('createBatcherRouter options', options, OPTION_KEYS);
     if (options === null || typeof options !== 'object' || typeof options.route !== 'function' || !options.producer) {
       throw invalidArgument('createBatcherRouter expects { producer, batchers: { name: sink, ... }, route(lease) }');
     }

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Writable } from 'node:stream';
 import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
@@ -62,6 +63,9 @@ export interface LeaseSinkTuning<T extends JsonValue = JsonValue> {
    */
   maxQueued?: number;
 }
+
+/** Every option `createLeaseSink` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<LeaseSinkOptions>()('producer', 'handler', 'concurrency', 'onFailure', 'maxQueued');
 
 /**
  * An object-mode `Writable` that runs `handler(lease, { signal, value })` for
@@ -140,6 +144,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   };
 
   constructor(options: LeaseSinkOptions<T>) {
+    assertKnownKeys('createLeaseSink options', options, OPTION_KEYS);
     const handler = (options as Partial<LeaseSinkOptions<T>> | null)?.handler;
     if (typeof handler !== 'function' || !options.producer) {
       throw invalidArgument('createLeaseSink expects { producer, handler(lease, { signal }), concurrency? }');

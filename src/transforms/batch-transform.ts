@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Transform } from 'node:stream';
 import { invalidArgument } from '../core/errors.js';
 import { systemTimers, type Timers } from '../runtime/timers.js';
@@ -20,6 +21,9 @@ export interface BatchTransformOptions {
  * stream ends. It settles nothing: the writer settles each lease (given a
  * `producer`, it releases the leases of an unfinished batch on destroy).
  */
+/** Every option `createBatchTransform` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<BatchTransformOptions>()('size', 'timeMs', 'timers', 'producer');
+
 export function createBatchTransform<C = unknown>(options: BatchTransformOptions): BatchTransform<C> {
   return new BatchTransform<C>(options);
 }
@@ -29,6 +33,7 @@ export class BatchTransform<C = unknown> extends Transform {
   readonly #producer: LeaseReleaser | undefined;
 
   constructor(options: BatchTransformOptions) {
+    assertKnownKeys('createBatchTransform options', options, OPTION_KEYS);
     if (options === null || typeof options !== 'object') throw invalidArgument('createBatchTransform expects { size?, timeMs? }');
     super({ objectMode: true });
     this.#producer = options.producer;

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Transform } from 'node:stream';
 import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
@@ -28,6 +29,9 @@ export interface KeyOrderedTransformOptions<T extends JsonValue, R> {
   /** What a throw does to its lease: `'nack'` (retry) or `'reject'` (dead-letter). Default: the producer's `onFailure`, else `'nack'`. */
   onFailure?: FailurePolicy;
 }
+
+/** Every option `createKeyOrderedTransform` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<KeyOrderedTransformOptions<JsonValue, unknown>>()('map', 'keyOf', 'concurrency', 'producer', 'onFailure');
 
 /**
  * Maps leases with at most one lease per key in flight and different keys
@@ -68,6 +72,7 @@ export class KeyOrderedTransform<T extends JsonValue, R> extends Transform {
   #maxBusy = 0;
 
   constructor(options: KeyOrderedTransformOptions<T, R>) {
+    assertKnownKeys('createKeyOrderedTransform options', options, OPTION_KEYS);
     if (options === null || typeof options !== 'object' || typeof options.map !== 'function') {
       throw invalidArgument('createKeyOrderedTransform expects { map(lease, { signal }), keyOf?, concurrency?, producer? }');
     }

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Transform } from 'node:stream';
 import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
@@ -38,6 +39,9 @@ interface Slot<T extends JsonValue, R> {
   error?: unknown;
 }
 
+/** Every option `createMapTransform` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<MapTransformOptions<JsonValue, unknown>>()('map', 'concurrency', 'producer', 'onFailure');
+
 /**
  * Maps leases with bounded concurrency and emits `{ lease, value }` in input
  * order. It never settles a lease that mapped successfully: the lease rides
@@ -68,6 +72,7 @@ export class MapTransform<T extends JsonValue, R> extends Transform {
   #waitingFlush: (() => void) | null = null;
 
   constructor(options: MapTransformOptions<T, R>) {
+    assertKnownKeys('createMapTransform options', options, OPTION_KEYS);
     if (options === null || typeof options !== 'object' || typeof options.map !== 'function') {
       throw invalidArgument('createMapTransform expects { map(lease, { signal }), concurrency?, producer? }');
     }

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Transform } from 'node:stream';
 import { systemClock, type Clock } from '../core/clock.js';
 import { invalidArgument } from '../core/errors.js';
@@ -15,6 +16,9 @@ export interface RateLimitOptions {
   /** When given, the lease of an item still waiting for its turn is released if the stream is destroyed. */
   producer?: LeaseReleaser;
 }
+
+/** Every option `createRateLimit` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<RateLimitOptions>()('limit', 'intervalMs', 'clock', 'timers', 'producer');
 
 /**
  * Lets at most `limit` items through per sliding `intervalMs`; the rest wait
@@ -40,6 +44,7 @@ export class RateLimit<C = unknown> extends Transform {
   readonly #producer: LeaseReleaser | undefined;
 
   constructor(options: RateLimitOptions) {
+    assertKnownKeys('createRateLimit options', options, OPTION_KEYS);
     if (options === null || typeof options !== 'object') {
       throw invalidArgument('createRateLimit expects { limit, intervalMs }');
     }

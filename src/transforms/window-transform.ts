@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Transform } from 'node:stream';
 import { RheoError, invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
@@ -67,6 +68,9 @@ export interface WindowTransformEvents<T> extends SettlingStreamEvents<T> {
   'trigger-error': [info: TriggerErrorInfo<T>];
 }
 
+/** Every option `createWindowTransform` takes; any other key is refused. */
+const OPTION_KEYS = optionKeys<WindowTransformOptions<JsonValue, unknown, unknown>>()('producer', 'every', 'everyMs', 'initial', 'reduce', 'trigger', 'key', 'stages', 'onFailure', 'timers');
+
 /**
  * Flow-style reduce over windows of leases, with Flow's settlement rule:
  * never settle inside the reducer; settle a window's leases only after its
@@ -114,6 +118,7 @@ export class WindowTransform<T extends JsonValue, A, R> extends Transform {
   readonly #chains: Array<Promise<void>>;
 
   constructor(options: WindowTransformOptions<T, A, R>) {
+    assertKnownKeys('createWindowTransform options', options, OPTION_KEYS);
     if (options === null || typeof options !== 'object' || typeof options.trigger !== 'function' || !options.producer) {
       throw invalidArgument('createWindowTransform expects { producer, trigger(acc, leases), every?, everyMs?, initial?, reduce?, key?, stages? }');
     }

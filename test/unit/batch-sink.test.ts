@@ -254,7 +254,7 @@ describe('batch sink', () => {
   it('takes its handler as `handler` only: the removed older name `handleBatch` is no handler', () => {
     const producer = new FakeSettler();
     expect(() => createBatchSink({ producer: producer.settler, handleBatch: () => {} } as never)).toThrow(
-      expect.objectContaining({ code: 'invalid_argument', message: expect.stringMatching(/^createBatchSink expects \{ producer, handler/) }),
+      expect.objectContaining({ code: 'invalid_argument', message: expect.stringMatching(/^createBatchSink options: unknown option "handleBatch" \(known: producer, handler,/) }),
     );
   });
 

@@ -56,7 +56,7 @@ describe('lease sink', () => {
   it('takes its handler as `handler` only: the removed older name `handle` is no handler', () => {
     const producer = new FakeSettler();
     expect(() => createLeaseSink({ producer: producer.settler, handle: () => {} } as never)).toThrow(
-      expect.objectContaining({ code: 'invalid_argument', message: expect.stringMatching(/^createLeaseSink expects \{ producer, handler/) }),
+      expect.objectContaining({ code: 'invalid_argument', message: expect.stringMatching(/^createLeaseSink options: unknown option "handle"; did you mean "handler"\?/) }),
     );
   });
 

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../../core/option-keys.js';
 import type {
   Backend,
   BackendCapabilities,
@@ -44,6 +45,7 @@ export interface MemoryBackendOptions {
  * dead letters.
  */
 export function memoryBackend(options: MemoryBackendOptions = {}): Backend {
+  assertKnownKeys('memoryBackend options', options, optionKeys<MemoryBackendOptions>()('clock'));
   return new MemoryBackend(options.clock ?? systemClock);
 }
 

@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../../core/option-keys.js';
 import pg from 'pg';
 import type {
   Backend,
@@ -125,6 +126,18 @@ export interface PostgresBackendOptions {
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
 
+/** The keys of a `PostgresConnection` (one of `connectionString` and `pool`, and `poolConfig`), and of the options; any other is refused. */
+const CONNECTION_KEYS = ['connectionString', 'pool', 'poolConfig'] as const satisfies ReadonlyArray<'connectionString' | 'pool' | 'poolConfig'>;
+const OPTION_KEYS = optionKeys<PostgresBackendOptions>()(
+  'schema',
+  'clock',
+  'notify',
+  'statementTimeoutMs',
+  'segmentEvents',
+  'pooler',
+  'listenConnectionString',
+);
+
 /**
  * A durable, distributed backend on PostgreSQL. Call `migrate()` once per
  * schema (it is idempotent and safe to race) before using it.
@@ -174,6 +187,8 @@ export class PostgresBackend implements Backend {
     if (connection === null || typeof connection !== 'object') {
       throw invalidArgument('postgresBackend expects { connectionString } or { pool }');
     }
+    assertKnownKeys('postgresBackend connection', connection, [...CONNECTION_KEYS, ...OPTION_KEYS]);
+    assertKnownKeys('postgresBackend options', options, OPTION_KEYS);
     const merged: PostgresBackendOptions = {
       schema: options.schema ?? connection.schema,
       clock: options.clock ?? connection.clock,

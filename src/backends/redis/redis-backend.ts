@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from '../../core/option-keys.js';
 import type {
   AppendOutcome,
   Backend,
@@ -52,6 +53,10 @@ export interface RedisBackendOptions {
 
 export type RedisBackendConfig = RedisConnection & RedisBackendOptions;
 
+/** The keys of a `RedisConnection` (one of `url`, `nodes` and `client`), and of the options; any other is refused. */
+const CONNECTION_KEYS = ['url', 'nodes', 'client'] as const;
+const OPTION_KEYS = optionKeys<RedisBackendOptions>()('prefix', 'clock', 'notify');
+
 /** Schema version migrate() records; ping() reports it. */
 const SCHEMA_VERSION = 1;
 
@@ -82,6 +87,8 @@ export class RedisBackend implements Backend {
   readonly #ownership: RedisOwnership;
 
   constructor(connection: RedisBackendConfig, options: RedisBackendOptions = {}) {
+    assertKnownKeys('redisBackend connection', connection, [...CONNECTION_KEYS, ...OPTION_KEYS]);
+    assertKnownKeys('redisBackend options', options, OPTION_KEYS);
     const checked = checkConnection(connection);
     this.prefix = checkPrefix(options.prefix ?? connection.prefix ?? 'rheo');
     this.storeId = redisStoreId(checked, this.prefix);

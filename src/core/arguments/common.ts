@@ -1,5 +1,6 @@
 import { RheoError, invalidArgument } from '../errors.js';
 import { assertInteger, assertPlainObject, describe } from '../validation.js';
+import { assertKnownOptions } from './known-options.js';
 
 /*
  * What every area's argument checks share: the bounds, options objects,
@@ -11,7 +12,9 @@ export const MAX_LIMIT = 10_000;
 export const MAX_PARTITIONS = 4096;
 export const MAX_LEASE_MS = 7 * 24 * 3600_000;
 export function assertOptions(what: string, options: unknown): void {
-  if (options !== undefined) assertPlainObject(what, options);
+  if (options === undefined) return;
+  assertPlainObject(what, options);
+  assertKnownOptions(what, options);
 }
 
 /** What a caller's getter or proxy threw, as text; reading that may throw too. */
