@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { Backend, FetchRequest, LeaseRef, SettleOp } from '../core/backend.js';
+import type { Backend, FetchRequest, SettleOp } from '../core/backend.js';
 import { settleOp } from '../core/arguments.js';
 import { normalizePartitions } from '../core/arguments/common.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease, SettleRequest } from '../core/types.js';
 import { assertName, assertString, describe, optionalInteger } from '../core/validation.js';
+import { leaseRefOf, settleOpFor } from '../runtime/lease-ops.js';
 import type { LeaseSource } from '../runtime/sources.js';
 import { failurePolicyOf, type FailurePolicy } from '../runtime/lease-outcome.js';
 import { backoffDelay, resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
@@ -473,23 +474,9 @@ interface QueuedSettle<T extends JsonValue> {
   readonly op: SettleOp;
 }
 
-/** The fenced ref of a lease the store handed out: read, not validated again. */
-function leaseRefOf(lease: Lease<unknown>): LeaseRef {
-  return { stream: lease.stream, group: lease.group, partition: lease.event.partition, sequence: lease.event.sequence, leaseId: lease.leaseId };
-}
-
-/** The release of a lease the store handed out and nobody read (one literal of the one op shape, see `settleOp`). */
+/** The release of a lease the store handed out and nobody read. */
 function releaseOpOf(lease: Lease<unknown>): SettleOp {
-  return {
-    stream: lease.stream,
-    group: lease.group,
-    partition: lease.event.partition,
-    sequence: lease.event.sequence,
-    leaseId: lease.leaseId,
-    kind: 'release',
-    reason: null,
-    delayMs: 0,
-  } as SettleOp;
+  return settleOpFor(lease, 'release', null, 0);
 }
 
 function resolveOptions(source: LeaseSource, options: ProducerOptions) {
