@@ -27,7 +27,6 @@ export { CORRELATION_ID, CAUSATION_ID } from './core/lineage.js';
 export { RheoProducer } from './producer/rheo-producer.js';
 export type {
   ProducerOptions,
-  ProducerSource,
   RheoProducerEvents,
   LeaseLostInfo,
   FetchErrorInfo,

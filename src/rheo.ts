@@ -74,6 +74,15 @@ export function createRheo(options: RheoOptions = {}): Rheo {
 }
 
 /**
+ * The lease source of `rheo` (what its producers and consumers claim, renew
+ * and settle through), for a stage built outside `rheo.producer()`, which
+ * `close()` then does not end: it learns `closed` from its own next call.
+ * Not exported from the package.
+ */
+// Assigned once, by Rheo's static block, which alone can read the private source.
+export let leaseSourceOf: (rheo: Rheo) => LeaseSource;
+
+/**
  * The facade: validates and normalises every argument, then delegates to the
  * backend. A call that fails validation reaches no backend, so it writes nothing.
  *
@@ -82,6 +91,10 @@ export function createRheo(options: RheoOptions = {}): Rheo {
  * class holds the instance's state and delegates.
  */
 export class Rheo {
+  static {
+    leaseSourceOf = (rheo) => rheo.#leaseSource();
+  }
+
   readonly backend: Backend;
   readonly clock: Clock;
   readonly defaults: Readonly<RheoDefaults>;
@@ -273,7 +286,7 @@ export class Rheo {
    */
   producer<T extends JsonValue = JsonValue>(options: ProducerOptions): RheoProducer<T> {
     this.#assertOpen();
-    const producer = new RheoProducer<T>(this, options);
+    const producer = new RheoProducer<T>(this.#leaseSource(), options);
     const end = (): Promise<void> => endProducer(producer);
     this.#attached.add(end);
     const untrack = trackGroupReader(this.backend, producer.stream, producer.group, 'producer', this.logger);

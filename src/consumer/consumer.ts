@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { LeaseRef, SettleOp } from '../core/backend.js';
+import type { SettleOp } from '../core/backend.js';
 import { requireCapability } from '../core/capabilities.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import { log, type Logger } from '../core/logger.js';
 import type { JsonValue, Lease, SettleRequest, SettleResult } from '../core/types.js';
 import { normalizeReason } from '../core/arguments.js';
+import { leaseRefOf, settleOpFor } from '../runtime/lease-ops.js';
 import { report } from '../observability/diagnostics.js';
 import { emittedLeaseInfo, leaseInfo, type ConsumerEventMap } from '../observability/lease-events.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
@@ -590,11 +591,6 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   }
 }
 
-/** The fenced ref of a lease the store handed out: read, not validated again. */
-function leaseRefOf(lease: Lease<unknown>): LeaseRef {
-  return { stream: lease.stream, group: lease.group, partition: lease.event.partition, sequence: lease.event.sequence, leaseId: lease.leaseId };
-}
-
 /**
  * The store's op for a settle the consumer built: the lease came from the
  * store and the delay from a parsed outcome, so only the reason (a handler's
@@ -602,19 +598,9 @@ function leaseRefOf(lease: Lease<unknown>): LeaseRef {
  * (see `settleOp` in core/arguments.ts for why).
  */
 function settleOpOf(request: SettleRequest): SettleOp {
-  const lease = request.lease;
   const kind = request.kind;
   const hasReason = kind === 'nack' || kind === 'reject';
-  return {
-    stream: lease.stream,
-    group: lease.group,
-    partition: lease.event.partition,
-    sequence: lease.event.sequence,
-    leaseId: lease.leaseId,
-    kind,
-    reason: hasReason ? normalizeReason(request.reason) : null,
-    delayMs: kind === 'nack' ? (request.delayMs ?? 0) : 0,
-  } as SettleOp;
+  return settleOpFor(request.lease, kind, hasReason ? normalizeReason(request.reason) : null, kind === 'nack' ? (request.delayMs ?? 0) : 0);
 }
 
 function asRheoError(error: unknown, what: string): RheoError {

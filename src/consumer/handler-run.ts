@@ -3,7 +3,9 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { HandlerRun as Engine, type RunGauge, type RunReading } from '../runtime/handler-run.js';
 import type { Timers } from '../runtime/timers.js';
 import type { ConsumerHandler, HandlerContext } from './consumer-types.js';
-import { settlementOf, thrownSettlement, timeoutSettlement, type Settlement } from './handler-outcome.js';
+import { CONSUMER_OUTCOMES, settlementOf, thrownSettlement, timeoutSettlement } from '../runtime/lease-outcome.js';
+import type { Settlement } from './handler-outcome.js';
+import { SettledInTransaction } from './transactional-handler.js';
 
 export type { RunGauge } from '../runtime/handler-run.js';
 
@@ -13,12 +15,16 @@ export type Interrupt = { kind: 'lost'; error: RheoError } | { kind: 'stopping' 
 /** A settlement to carry out, or `lost`: the lease is no longer ours, settle nothing. */
 export type RunResult = Settlement | { kind: 'lost'; error: RheoError };
 
-/** How the consumer and the partition worker read a handler: by their outcome vocabulary (handler-outcome.ts). */
+/**
+ * How the consumer and the partition worker read a handler: by the runtime's
+ * outcome vocabulary in the consumer's style; a transactional handler's
+ * settlement (made in its transaction) passes as it is.
+ */
 export const CONSUMER_READING: RunReading<Settlement> = {
-  returned: settlementOf,
-  threw: thrownSettlement,
+  returned: (value) => (value instanceof SettledInTransaction ? value.settlement : settlementOf(value, CONSUMER_OUTCOMES)),
+  threw: (error) => thrownSettlement(error, CONSUMER_OUTCOMES),
   timedOut: (timeoutMs) => {
-    const result = timeoutSettlement(timeoutMs);
+    const result = timeoutSettlement(timeoutMs, CONSUMER_OUTCOMES);
     return { result, reason: result.kind === 'nack' ? result.failure?.error : undefined };
   },
 };

@@ -15,8 +15,8 @@ export type TransactionalSettlement =
 
 /**
  * The outcome a transactional handler resolves to once rheo has already
- * settled in its transaction; `settlementOf` (handler-outcome.ts) passes it
- * through instead of reading it as a handler's return value.
+ * settled in its transaction; the consumer's reading (`CONSUMER_READING`,
+ * handler-run.ts) passes it through instead of reading it as a handler's return value.
  */
 export class SettledInTransaction {
   readonly settlement: TransactionalSettlement;

@@ -14,9 +14,6 @@ import type { FailurePolicy } from '../runtime/lease-outcome.js';
 import type { RenewSummary } from './inflight-tracker.js';
 import type { Timers } from '../runtime/timers.js';
 
-/** What a producer needs from rheo (runtime/sources.ts): the facade, never a concrete backend. */
-export type { ProducerSource } from '../runtime/sources.js';
-
 export interface ProducerOptions {
   stream: string;
   group: string;

@@ -1,14 +1,18 @@
 import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { Backend } from '../core/backend.js';
+import type { Backend, FetchRequest, SettleOp } from '../core/backend.js';
+import { settleOp } from '../core/arguments.js';
+import { normalizePartitions } from '../core/arguments/common.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease, SettleRequest } from '../core/types.js';
 import { assertName, assertString, describe, optionalInteger } from '../core/validation.js';
+import { leaseRefOf, settleOpFor } from '../runtime/lease-ops.js';
+import type { LeaseSource } from '../runtime/sources.js';
 import { failurePolicyOf, type FailurePolicy } from '../runtime/lease-outcome.js';
 import { backoffDelay, resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
 import { InflightTracker } from './inflight-tracker.js';
-import type { ProducerOptions, ProducerSource, RheoProducerEvents } from './producer-options.js';
+import type { ProducerOptions, RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
 import { waitForAppend, watchAppends } from '../runtime/append-wait.js';
@@ -74,9 +78,12 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   /** The timer source; sinks and transforms fed by this producer default to it. */
   readonly timers: Timers;
 
-  readonly #source: ProducerSource;
+  readonly #source: LeaseSource;
+  /** The claim every fetch sends: built once from the validated options (only `limit` changes). */
+  readonly #request: FetchRequest;
+  readonly #appendWait: ((stream: string, timeoutMs: number, signal: AbortSignal) => Promise<boolean>) | null;
   readonly #tracker: InflightTracker<T>;
-  readonly #batcher: SettleBatcher;
+  readonly #batcher: SettleBatcher<QueuedSettle<T>>;
   readonly #backoff: BackoffOptions;
   readonly #settleBackoff: BackoffOptions & { maxRetries: number };
   readonly #random: () => number;
@@ -91,7 +98,12 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #emptyWaiters = new Set<() => void>();
   #closing: Promise<void> | null = null;
 
-  constructor(source: ProducerSource, options: ProducerOptions) {
+  /**
+   * Built by `rheo.producer()` on the facade's lease source
+   * (runtime/sources.ts): options are validated here, once; the source
+   * validates nothing again.
+   */
+  constructor(source: LeaseSource, options: ProducerOptions) {
     const resolved = resolveOptions(source, options);
     super({ objectMode: true, highWaterMark: resolved.maxDemand, signal: options.signal });
     this.stream = options.stream;
@@ -105,6 +117,14 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.partitions = options.partitions ? [...options.partitions] : undefined;
     this.timers = options.timers ?? systemTimers;
     this.#source = source;
+    this.#request = {
+      limit: this.maxDemand,
+      consumerId: this.consumerId,
+      leaseMs: this.leaseMs,
+      partitions: resolved.partitions,
+      maxBytes: source.defaults.maxFetchBytes,
+    };
+    this.#appendWait = source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null;
     this.#report = producerReporter(this, source.logger);
     const telemetry = telemetryOf(source);
     if (telemetry) {
@@ -115,17 +135,17 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.#random = options.random ?? Math.random;
     this.#backoff = resolved.fetchBackoff;
     this.#settleBackoff = resolved.settleRetry;
-    const retry: SettleRetry = { timers: this.timers, delayMs: (op, error, failures) => this.#settleRetryMs(op, error, failures) };
+    const retry: SettleRetry<QueuedSettle<T>> = { timers: this.timers, delayMs: (op, error, failures) => this.#settleRetryMs(op, error, failures) };
     // The answer of each settle is reported and confirmed by the batcher's
     // hook, before the caller's promise settles: no promise per settle here.
     this.#batcher = new SettleBatcher(
-      (ops) => source.settleMany(ops),
+      (queued) => source.settle(queued.map((q) => q.op)),
       resolved.maxSettleBatch,
       2,
       (op, error) => {
-        const leaseId = op.lease.leaseId;
+        const leaseId = op.op.leaseId;
         try {
-          this.#report.settled(op, error, this.#tracker.has(leaseId));
+          this.#report.settled(op.request, error, this.#tracker.has(leaseId));
         } finally {
           // A fenced or expired lease must not be renewed either: confirm regardless.
           this.confirm(leaseId);
@@ -137,7 +157,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       leaseMs: resolved.leaseMs,
       timers: this.timers,
       random: this.#random,
-      renewMany: (leases) => source.renewMany(leases, { leaseMs: this.leaseMs }),
+      renewMany: (leases) => this.#renew(leases),
       onLost: (lease, error) => {
         this.#report.lost(lease, error);
         this.#freed();
@@ -282,10 +302,43 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     return super.emit(event, ...args);
   }
 
-  /** Settles durably through the batcher, whose hook reports and confirms (see the constructor). */
-  #settle(op: Parameters<SettleBatcher['settle']>[0] & { lease: Lease<T> }): Promise<void> {
-    this.#tracker.markSettling(op.lease.leaseId);
-    return this.#batcher.settle(op);
+  /**
+   * Validates the settle (the producer's methods are a public boundary: the
+   * source checks nothing again), then settles durably through the batcher,
+   * whose hook reports and confirms (see the constructor). A refused settle
+   * writes nothing, and is reported and confirmed like a failed one.
+   */
+  #settle(request: SettleRequest & { lease: Lease<T> }): Promise<void> {
+    let op: SettleOp;
+    try {
+      op = settleOp(request, request.kind);
+    } catch (error) {
+      return this.#refused(request, error as RheoError);
+    }
+    this.#tracker.markSettling(op.leaseId);
+    return this.#batcher.settle({ request, op });
+  }
+
+  #refused(request: SettleRequest & { lease: Lease<T> }, error: RheoError): Promise<void> {
+    const leaseId = (request.lease as { leaseId?: unknown } | null | undefined)?.leaseId;
+    if (typeof leaseId === 'string' && this.#tracker.has(leaseId)) {
+      try {
+        this.#report.settled(request, error, true);
+      } finally {
+        this.confirm(leaseId);
+      }
+    }
+    return Promise.reject(error);
+  }
+
+  /** Renews through the source; a renewed lease is a copy with the new expiry. */
+  async #renew(leases: Lease<T>[]): Promise<Array<{ ok: true; lease: Lease<T> } | { ok: false; error: RheoError }>> {
+    const results = await this.#source.renew(leases.map(leaseRefOf), this.leaseMs);
+    return leases.map((lease, i) => {
+      const r = results[i];
+      if (!r) return { ok: false as const, error: new RheoError('internal', 'renewMany: the backend returned too few results') };
+      return r.ok ? { ok: true as const, lease: { ...lease, expiresAt: r.expiresAt } } : r;
+    });
   }
 
   /**
@@ -297,10 +350,10 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
    * fenced anyway. `ambiguous` (the write may have landed) and every other
    * failure are answered at once.
    */
-  #settleRetryMs(op: SettleRequest, error: RheoError, failures: number): number | null {
+  #settleRetryMs(op: QueuedSettle<T>, error: RheoError, failures: number): number | null {
     if (error.code !== 'backend_unavailable' || failures > this.#settleBackoff.maxRetries) return null;
     const delayMs = backoffDelay(failures, this.#settleBackoff, this.#random);
-    const lease = this.#tracker.get(op.lease.leaseId) ?? op.lease;
+    const lease = this.#tracker.get(op.op.leaseId) ?? op.request.lease;
     return this.#source.clock.now() + delayMs < lease.expiresAt.getTime() ? delayMs : null;
   }
 
@@ -331,17 +384,11 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     while (this.#wanted && !this.destroyed && !this.#draining) {
       const room = this.maxDemand - this.#tracker.size;
       if (room < this.minDemand) return; // near the cap: confirms resume us
-      const backend = this.#source.backend;
-      const notified = backend.capabilities.notifications && backend.waitForAppend ? backend.waitForAppend.bind(backend) : null;
-      const wakeup = watchAppends(notified, this.stream, this.pollMs);
+      const wakeup = watchAppends(this.#appendWait, this.stream, this.pollMs);
       let leases: Lease<T>[];
       try {
-        leases = await this.#source.fetch<T>(this.stream, this.group, {
-          limit: room,
-          consumerId: this.consumerId,
-          leaseMs: this.leaseMs,
-          partitions: this.partitions ? [...this.partitions] : undefined,
-        });
+        this.#request.limit = room;
+        leases = await this.#source.claim<T>(this.stream, this.group, this.#request);
       } catch (error) {
         wakeup.cancel();
         if (this.destroyed || this.#draining) return;
@@ -407,7 +454,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   async #releaseUnread(leases: Lease<T>[]): Promise<void> {
     let failure: RheoError | null = null;
     try {
-      const results = await this.#source.settleMany(leases.map((lease) => ({ kind: 'release' as const, lease })));
+      const results = await this.#source.settle(leases.map(releaseOpOf));
       const failed = results.find((r) => !r.ok);
       if (failed && !failed.ok) failure = failed.error;
     } catch (error) {
@@ -440,7 +487,18 @@ const PRODUCER_OPTION_KEYS = optionKeys<ProducerOptions>()(
   'random',
 );
 
-function resolveOptions(source: ProducerSource, options: ProducerOptions) {
+/** A settle the producer queued: the caller's request (reported by) and its validated store op (sent). */
+interface QueuedSettle<T extends JsonValue> {
+  readonly request: SettleRequest & { lease: Lease<T> };
+  readonly op: SettleOp;
+}
+
+/** The release of a lease the store handed out and nobody read. */
+function releaseOpOf(lease: Lease<unknown>): SettleOp {
+  return settleOpFor(lease, 'release', null, 0);
+}
+
+function resolveOptions(source: LeaseSource, options: ProducerOptions) {
   if (options === null || typeof options !== 'object') {
     throw new RheoError('invalid_argument', 'producer options must be an object with stream and group');
   }
@@ -472,5 +530,6 @@ function resolveOptions(source: ProducerSource, options: ProducerOptions) {
   }
   const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs) ?? { initialMs: Math.min(pollMs, 100), maxMs: 30_000 };
   const onFailure = failurePolicyOf('producer', options.onFailure, undefined);
-  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff, onFailure };
+  const partitions = normalizePartitions(options.partitions);
+  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff, onFailure, partitions };
 }

@@ -3,35 +3,39 @@ import type { SettleResult } from '../core/types.js';
 import type { SettleRequest } from '../core/types.js';
 import type { ScheduledTimer, Timers } from '../runtime/timers.js';
 
-/** The one facade call the batcher needs: mixed settles in one backend round trip. */
-export type SettleManyFn = (ops: SettleRequest[]) => Promise<SettleResult[]>;
+/**
+ * The one call the batcher needs: mixed settles in one backend round trip.
+ * `Op` is whatever the owner queues (a `SettleRequest` by default; the
+ * producer queues its validated store op with the lease it came from).
+ */
+export type SettleManyFn<Op = SettleRequest> = (ops: Op[]) => Promise<SettleResult[]>;
 
 /**
  * Told about every op's answer (`null` on success) before its promise
  * settles, so the owner's per-op bookkeeping costs no promise of its own. A
  * throw rejects that op's promise with what was thrown.
  */
-export type SettledHook = (op: SettleRequest, error: RheoError | null) => void;
+export type SettledHook<Op = SettleRequest> = (op: Op, error: RheoError | null) => void;
 
 /**
  * Which failed settles go out again. `delayMs` gets the op, its error and how
  * many times it has failed (1 on the first failure), and answers the wait
  * before the next try, or `null` to give up and answer the caller with `error`.
  */
-export interface SettleRetry {
+export interface SettleRetry<Op = SettleRequest> {
   timers: Timers;
-  delayMs(op: SettleRequest, error: RheoError, failures: number): number | null;
+  delayMs(op: Op, error: RheoError, failures: number): number | null;
 }
 
-interface Pending {
-  op: SettleRequest;
+interface Pending<Op> {
+  op: Op;
   resolve: () => void;
   reject: (error: RheoError) => void;
   failures: number;
 }
 
-interface Waiting {
-  pending: Pending;
+interface Waiting<Op> {
+  pending: Pending<Op>;
   timer: ScheduledTimer;
   /** Resolves when the op is back in the queue. */
   requeued: Promise<void>;
@@ -54,24 +58,24 @@ interface Waiting {
  * only when it succeeds or the policy gives up; see `RheoProducer` for the
  * policy (only `backend_unavailable`, which means nothing was written).
  */
-export class SettleBatcher {
-  readonly #settleMany: SettleManyFn;
+export class SettleBatcher<Op = SettleRequest> {
+  readonly #settleMany: SettleManyFn<Op>;
   readonly #maxBatch: number;
   readonly #maxConcurrentCalls: number;
-  readonly #onSettled: SettledHook | null;
-  readonly #retry: SettleRetry | null;
-  #queue: Pending[] = [];
+  readonly #onSettled: SettledHook<Op> | null;
+  readonly #retry: SettleRetry<Op> | null;
+  #queue: Array<Pending<Op>> = [];
   #scheduled: NodeJS.Immediate | null = null;
   #inFlight = new Set<Promise<void>>();
-  readonly #waiting = new Set<Waiting>();
+  readonly #waiting = new Set<Waiting<Op>>();
   #lastTries = false;
 
   constructor(
-    settleMany: SettleManyFn,
+    settleMany: SettleManyFn<Op>,
     maxBatch = 500,
     maxConcurrentCalls = 2,
-    onSettled: SettledHook | null = null,
-    retry: SettleRetry | null = null,
+    onSettled: SettledHook<Op> | null = null,
+    retry: SettleRetry<Op> | null = null,
   ) {
     this.#settleMany = settleMany;
     this.#maxBatch = maxBatch;
@@ -91,7 +95,7 @@ export class SettleBatcher {
   }
 
   /** Resolves when the settle is durable; rejects with the `RheoError` of this op (or of the whole call). */
-  settle(op: SettleRequest): Promise<void> {
+  settle(op: Op): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#queue.push({ op, resolve, reject, failures: 0 });
       if (this.#queue.length >= this.#maxBatch) this.flush();
@@ -139,7 +143,7 @@ export class SettleBatcher {
     for (const waiting of [...this.#waiting]) waiting.requeue();
   }
 
-  async #send(batch: Pending[]): Promise<void> {
+  async #send(batch: Array<Pending<Op>>): Promise<void> {
     let results: SettleResult[];
     try {
       results = await this.#settleMany(batch.map((p) => p.op));
@@ -158,7 +162,7 @@ export class SettleBatcher {
     }
   }
 
-  #failed(p: Pending, error: RheoError): void {
+  #failed(p: Pending<Op>, error: RheoError): void {
     const delayMs = this.#retry && !this.#lastTries ? this.#retry.delayMs(p.op, error, p.failures + 1) : null;
     if (delayMs === null || this.#retry === null) return this.#answer(p, error);
     p.failures++;
@@ -172,11 +176,11 @@ export class SettleBatcher {
         this.#scheduled ??= setImmediate(() => this.flush());
       };
     });
-    const waiting: Waiting = { pending: p, timer: this.#retry.timers.schedule(delayMs, () => requeue()), requeued, requeue };
+    const waiting: Waiting<Op> = { pending: p, timer: this.#retry.timers.schedule(delayMs, () => requeue()), requeued, requeue };
     this.#waiting.add(waiting);
   }
 
-  #answer(p: Pending, error: RheoError | null): void {
+  #answer(p: Pending<Op>, error: RheoError | null): void {
     try {
       this.#onSettled?.(p.op, error);
     } catch (thrown) {

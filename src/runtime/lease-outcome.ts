@@ -3,7 +3,7 @@ import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { describe } from '../core/validation.js';
 import type { Timers } from './timers.js';
-import type { LeaseLostEvent } from '../observability/lease-events.js';
+import type { HandlerErrorKind, LeaseLostEvent } from '../observability/lease-events.js';
 
 /**
  * What a handler returns for one lease: nothing or `'ack'` acks;
@@ -13,12 +13,42 @@ import type { LeaseLostEvent } from '../observability/lease-events.js';
  */
 export type LeaseOutcome = void | 'ack' | { retry: string; delayMs?: number } | { reject: string };
 
-/** The settle a sink performs for one lease. */
+/**
+ * The settle a sink or the consumer performs for one lease. A nack read in
+ * the diagnosing style (the consumer's) carries `failure`: why the nack was
+ * not the handler's own choice, or `null` when it was.
+ */
 export type Settlement =
   | { kind: 'ack' }
-  | { kind: 'nack'; reason: string; delayMs: number }
+  | { kind: 'nack'; reason: string; delayMs: number; failure?: HandlerFailure | null }
   | { kind: 'reject'; reason: string }
   | { kind: 'release' };
+
+/** What a handler's outcome or failure reads as: every settlement but `release`, which only a stage decides. */
+export type HandlerSettlement = Exclude<Settlement, { kind: 'release' }>;
+
+/** Why a nack was not the handler's own choice (what the consumer reports as `handler-error`). */
+export interface HandlerFailure {
+  kind: HandlerErrorKind;
+  error: unknown;
+}
+
+/**
+ * How a reader words and annotates the nacks it makes. Sinks nack a throw
+ * with the bare message and attach nothing; the consumer prefixes
+ * `handler threw: ` and attaches the `failure` it logs and reports.
+ */
+export interface OutcomeStyle {
+  /** Put before a thrown error's message in the nack reason. */
+  readonly threwPrefix: string;
+  /** Attach `failure` to every nack (`null` on a handler's own retry). */
+  readonly diagnose: boolean;
+}
+
+/** The sinks' style: a throw's bare message as reason, no `failure`. */
+export const SINK_OUTCOMES: OutcomeStyle = Object.freeze({ threwPrefix: '', diagnose: false });
+/** The consumer's style: `handler threw: ` before a throw's message, and the `failure` on every nack. */
+export const CONSUMER_OUTCOMES: OutcomeStyle = Object.freeze({ threwPrefix: 'handler threw: ', diagnose: true });
 
 /**
  * What sinks and settling transforms need from a producer: settle a lease
@@ -102,11 +132,18 @@ export function parseOutcome(value: unknown): ParsedOutcome {
   return { kind: 'invalid', problem: `handler returned ${describeOutcome(value)}; ${EXPECTED}` };
 }
 
-/** A sink's settlement for a handler's return value: an invalid one nacks with a reason that says why. */
-export function settlementOf(outcome: unknown): Settlement {
+/**
+ * The settlement for a handler's return value: an invalid one nacks with a
+ * reason that says why (and, diagnosing, a `TypeError` carrying the value).
+ */
+export function settlementOf(outcome: unknown, style: OutcomeStyle = SINK_OUTCOMES): HandlerSettlement {
   const parsed = parseOutcome(outcome);
+  if (parsed.kind === 'nack') return style.diagnose ? { ...parsed, failure: null } : parsed;
   if (parsed.kind !== 'invalid') return parsed;
-  return { kind: 'nack', reason: `invalid handler outcome: ${parsed.problem}`, delayMs: 0 };
+  const reason = `invalid handler outcome: ${parsed.problem}`;
+  if (!style.diagnose) return { kind: 'nack', reason, delayMs: 0 };
+  const error = Object.assign(new TypeError(parsed.problem), { value: outcome });
+  return { kind: 'nack', reason, delayMs: 0, failure: { kind: 'invalid-outcome', error } };
 }
 
 function describeOutcome(value: unknown): string {
@@ -126,9 +163,24 @@ export function isThenable<V>(value: V | PromiseLike<V>): value is PromiseLike<V
   );
 }
 
-/** A throw nacks with the error as reason. */
-export function thrownSettlement(error: unknown): Settlement {
-  return failureSettlement(error, 'nack');
+/** A throw nacks with the error's message (after the style's prefix) as reason. */
+export function thrownSettlement(error: unknown, style: OutcomeStyle = SINK_OUTCOMES): HandlerSettlement {
+  const reason = `${style.threwPrefix}${messageOf(error)}`;
+  return style.diagnose ? { kind: 'nack', reason, delayMs: 0, failure: { kind: 'threw', error } } : { kind: 'nack', reason, delayMs: 0 };
+}
+
+/** The settlement after `handlerTimeoutMs`: nack, diagnosing with a `TimeoutError`. */
+export function timeoutSettlement(timeoutMs: number, style: OutcomeStyle = SINK_OUTCOMES): HandlerSettlement {
+  const error = new Error(`handler timed out after ${timeoutMs} ms`);
+  error.name = 'TimeoutError';
+  return style.diagnose
+    ? { kind: 'nack', reason: error.message, delayMs: 0, failure: { kind: 'timeout', error } }
+    : { kind: 'nack', reason: error.message, delayMs: 0 };
+}
+
+/** An error's message, else its name; anything thrown that is not an error, as a string. */
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message || error.name : String(error);
 }
 
 /**
@@ -160,10 +212,10 @@ export function rejectLease(reason: string): LeaseRejection {
 }
 
 /** The settlement for a failure under `policy`; a `LeaseRejection` always rejects. */
-export function failureSettlement(error: unknown, policy: FailurePolicy): Settlement {
+export function failureSettlement(error: unknown, policy: FailurePolicy): HandlerSettlement {
   if (error instanceof LeaseRejection) return { kind: 'reject', reason: error.reason };
-  const message = error instanceof Error ? error.message || error.name : String(error);
-  return policy === 'reject' ? { kind: 'reject', reason: message } : { kind: 'nack', reason: message, delayMs: 0 };
+  if (policy === 'nack') return thrownSettlement(error);
+  return { kind: 'reject', reason: messageOf(error) };
 }
 
 /**

@@ -13,17 +13,13 @@ import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 import type { CommitInput, HeartbeatOptions, OwnershipFenceInput } from '../core/ownership-arguments.js';
 import type {
-  FetchOptions,
   GroupInfo,
   JsonValue,
   Lease,
   ReadOptions,
-  RenewOptions,
   RheoEvent,
-  SettleRequest,
   SettleResult,
 } from '../core/types.js';
-import type { RheoError } from '../core/errors.js';
 
 /*
  * The narrow interfaces the runtime (producer, sinks, transforms, consumer)
@@ -55,7 +51,8 @@ export interface RheoDefaults {
 export type RuntimeDefaults = RheoDefaults;
 
 /**
- * What competing consumption needs: claim, renew and settle per-event
+ * What competing consumption (the consumer, and the producer of a
+ * pipeline) needs: claim, renew and settle per-event
  * leases, and hear of appends. Requests are normalised (`FetchRequest`,
  * `LeaseRef`, `SettleOp`), so no call validates; each is traced and runs
  * under the instance's lifecycle (`closed` once rheo is closed).
@@ -72,23 +69,6 @@ export interface LeaseSource {
   settle(ops: SettleOp[]): Promise<SettleOutcome[]>;
   /** Resolves `true` on an append to `stream`, `false` at the timeout or on abort; `false` at once without notifications. */
   waitForAppend(stream: string, timeoutMs: number, signal: AbortSignal): Promise<boolean>;
-}
-
-/**
- * What the producer calls today: the facade's public methods. Kept while the
- * producer moves onto `LeaseSource`; tests drive the producer through it.
- */
-export interface ProducerSource {
-  readonly defaults: Readonly<RheoDefaults>;
-  readonly clock: Clock;
-  readonly logger?: Logger;
-  readonly backend: Backend;
-  fetch<T extends JsonValue = JsonValue>(stream: string, group: string, options?: FetchOptions): Promise<Lease<T>[]>;
-  renewMany<T>(
-    leases: Lease<T>[],
-    options?: RenewOptions,
-  ): Promise<Array<{ ok: true; lease: Lease<T> } | { ok: false; error: RheoError }>>;
-  settleMany(ops: SettleRequest[]): Promise<SettleResult[]>;
 }
 
 /**

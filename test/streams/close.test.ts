@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { RheoError } from '../../src/core/errors.js';
 import type { Lease } from '../../src/core/types.js';
 import { RheoProducer } from '../../src/producer/rheo-producer.js';
+import { leaseSourceOf } from '../../src/rheo.js';
 import { createLeaseSink } from '../../src/sinks/lease-sink.js';
 import { deferred } from '../consumer/harness.js';
 import { backendFactories } from '../support/backends.js';
@@ -65,7 +66,7 @@ for (const factory of backendFactories) {
     it('a producer built on rheo directly ends with closed at its next fetch', async () => {
       const { rheo, timers, stream, group } = fx();
       // Not made by rheo.producer(), so close() does not know it: its own fetch tells it.
-      const producer = new RheoProducer(rheo, { stream, group, timers, pollMs: 50 });
+      const producer = new RheoProducer(leaseSourceOf(rheo), { stream, group, timers, pollMs: 50 });
       const sink = createLeaseSink({ producer, handler: () => 'ack' });
       const running = pipeline(producer, sink).then(
         () => null,

@@ -1,11 +1,12 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import type { Backend } from '../../src/core/backend.js';
+import type { Backend, FetchRequest, LeaseRef, RenewResult, SettleOp, SettleOutcome } from '../../src/core/backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { RheoError } from '../../src/core/errors.js';
-import type { FetchOptions, Lease, SettleRequest, SettleResult } from '../../src/core/types.js';
-import type { ProducerOptions, ProducerSource } from '../../src/producer/producer-options.js';
+import type { Lease } from '../../src/core/types.js';
+import type { ProducerOptions } from '../../src/producer/producer-options.js';
 import { RheoProducer } from '../../src/producer/rheo-producer.js';
+import type { LeaseSource } from '../../src/runtime/sources.js';
 import { sleep, systemTimers } from '../../src/runtime/timers.js';
 import { fakeLease } from '../support/fake-settler.js';
 import { thrown } from '../support/thrown.js';
@@ -13,7 +14,7 @@ import { ManualTimers } from '../streams/support/manual-timers.js';
 import { turns } from '../support/turns.js';
 
 /*
- * RheoProducer against a scripted source: every fetch waits until the test
+ * RheoProducer against a scripted lease source: every claim waits until the test
  * answers it, so the demand arithmetic, the poll and backoff waits, drain and
  * teardown can be driven one step at a time (the stream tests cover the same
  * producer end to end on real backends).
@@ -22,39 +23,50 @@ import { turns } from '../support/turns.js';
 type L = Lease<{ n: number }>;
 
 interface PendingFetch {
-  options: FetchOptions;
+  options: FetchRequest;
   resolve(leases: L[]): void;
   reject(error: unknown): void;
 }
 
 const POLL_MS = 200;
 const LEASE_MS = 30_000;
+const MAX_FETCH_BYTES = 1 << 20;
+
+/** The store op a settle of `lease` becomes (the one shape every op has). */
+function opOf(kind: SettleOp['kind'], lease: L, reason: string | null = null, delayMs = 0): SettleOp {
+  const { stream, group, leaseId } = lease;
+  return { stream, group, partition: lease.event.partition, sequence: lease.event.sequence, leaseId, kind, reason, delayMs } as SettleOp;
+}
 
 class ScriptedSource {
   readonly clock = new ManualClock(1_000_000);
   readonly timers = new ManualTimers(this.clock);
-  readonly defaults = Object.freeze({ leaseMs: LEASE_MS, maxAttempts: 5, maxDemand: 8, pollMs: POLL_MS });
+  readonly defaults = Object.freeze({ leaseMs: LEASE_MS, maxAttempts: 5, maxDemand: 8, pollMs: POLL_MS, maxFetchBytes: MAX_FETCH_BYTES });
   readonly fetches: PendingFetch[] = [];
-  readonly settles: SettleRequest[][] = [];
-  readonly renews: Array<{ leases: L[]; leaseMs: number | undefined }> = [];
-  settleAnswer: (ops: SettleRequest[]) => Promise<SettleResult[]> = (ops) => Promise.resolve(ops.map(() => ({ ok: true as const })));
-  renewAnswer: (leases: L[]) => Promise<Array<{ ok: true; lease: L }>> = (leases) =>
-    Promise.resolve(leases.map((lease) => ({ ok: true as const, lease: { ...lease, expiresAt: new Date(this.clock.now() + LEASE_MS) } })));
+  readonly settles: SettleOp[][] = [];
+  readonly renews: Array<{ refs: LeaseRef[]; leaseMs: number }> = [];
+  settleAnswer: (ops: SettleOp[]) => Promise<SettleOutcome[]> = (ops) => Promise.resolve(ops.map(() => ({ ok: true as const })));
+  renewAnswer: (refs: LeaseRef[]) => Promise<RenewResult[]> = (refs) =>
+    Promise.resolve(refs.map(() => ({ ok: true as const, expiresAt: new Date(this.clock.now() + LEASE_MS) })));
   readonly backend = { name: 'scripted', capabilities: { notifications: false } } as unknown as Backend;
+  capabilities = { notifications: false };
+  waitForAppend = (_stream: string, _ms: number, _signal: AbortSignal): Promise<boolean> => Promise.resolve(false);
   #next = 1;
 
-  fetch(_stream: string, _group: string, options: FetchOptions): Promise<L[]> {
+  claim(_stream: string, _group: string, request: FetchRequest): Promise<L[]> {
+    // A copy: the producer reuses its request object, and a test reads what each claim asked for.
+    const options = { ...request };
     return new Promise<L[]>((resolve, reject) => this.fetches.push({ options, resolve, reject }));
   }
 
-  settleMany(ops: SettleRequest[]): Promise<SettleResult[]> {
+  settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
     this.settles.push(ops);
     return this.settleAnswer(ops);
   }
 
-  renewMany(leases: L[], options: { leaseMs?: number } = {}): Promise<Array<{ ok: true; lease: L }>> {
-    this.renews.push({ leases, leaseMs: options.leaseMs });
-    return this.renewAnswer(leases);
+  renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
+    this.renews.push({ refs, leaseMs });
+    return this.renewAnswer(refs);
   }
 
   /** `count` fresh leases, expiring `LEASE_MS` from now. */
@@ -73,7 +85,7 @@ class ScriptedSource {
   }
 
   producer(options: Partial<ProducerOptions> = {}): RheoProducer<{ n: number }> {
-    return new RheoProducer<{ n: number }>(this as unknown as ProducerSource, {
+    return new RheoProducer<{ n: number }>(this as unknown as LeaseSource, {
       stream: 's',
       group: 'g',
       timers: this.timers,
@@ -109,7 +121,7 @@ function invalid(fn: () => unknown): string {
 describe('RheoProducer options', () => {
   it('refuses options that are not an object, and bad names', () => {
     const source = new ScriptedSource();
-    const build = (options: unknown) => () => new RheoProducer(source as unknown as ProducerSource, options as ProducerOptions);
+    const build = (options: unknown) => () => new RheoProducer(source as unknown as LeaseSource, options as ProducerOptions);
     expect(invalid(build(null))).toBe('producer options must be an object with stream and group');
     expect(invalid(build('orders'))).toBe('producer options must be an object with stream and group');
     expect(invalid(build({ group: 'g' }))).toMatch(/stream/);
@@ -126,7 +138,7 @@ describe('RheoProducer options', () => {
     expect(source.producer().consumerId).not.toBe(producer.consumerId);
     expect(source.producer({ consumerId: 'worker-1' }).consumerId).toBe('worker-1');
     expect(producer.timers).toBe(source.timers);
-    expect(new RheoProducer(source as unknown as ProducerSource, { stream: 's', group: 'g' }).timers).toBe(systemTimers);
+    expect(new RheoProducer(source as unknown as LeaseSource, { stream: 's', group: 'g' }).timers).toBe(systemTimers);
   });
 
   it('accepts every limit at its edge and refuses one past it, naming the option', () => {
@@ -177,7 +189,7 @@ describe('RheoProducer options', () => {
     expect(source.settles.map((ops) => ops.length).sort((a, b) => b - a)).toEqual([500, 1]);
   });
 
-  it('copies partitions, passes them and the consumer id to every fetch, and exposes the backend', async () => {
+  it('copies partitions, passes them normalised and the consumer id to every claim, and exposes the backend', async () => {
     const source = new ScriptedSource();
     const partitions = [3, 1];
     const producer = source.producer({ partitions, consumerId: 'w', leaseMs: 5_000 });
@@ -185,11 +197,13 @@ describe('RheoProducer options', () => {
     expect(producer.partitions).toEqual([3, 1]);
     expect(producer.backend).toBe(source.backend);
     producer.read(0);
-    expect(source.fetches[0]!.options).toEqual({ limit: 8, consumerId: 'w', leaseMs: 5_000, partitions: [3, 1] });
-    const all = new ScriptedSource().producer();
+    expect(source.fetches[0]!.options).toEqual({ limit: 8, consumerId: 'w', leaseMs: 5_000, partitions: [1, 3], maxBytes: MAX_FETCH_BYTES });
+    const allSource = new ScriptedSource();
+    const all = allSource.producer();
     expect(all.partitions).toBeUndefined();
     all.read(0);
     expect(all.partitions).toBeUndefined();
+    expect(allSource.fetches[0]!.options.partitions).toBeNull();
   });
 });
 
@@ -263,12 +277,8 @@ describe('RheoProducer demand', () => {
   it('an append notification cuts the poll short; a notification wait that fails counts as none', async () => {
     const source = new ScriptedSource();
     const waits: Array<{ ms: number; resolve(woken: boolean): void; reject(error: Error): void }> = [];
-    const backend = {
-      name: 'notifying',
-      capabilities: { notifications: true },
-      waitForAppend: (_stream: string, ms: number) => new Promise<boolean>((resolve, reject) => waits.push({ ms, resolve, reject })),
-    };
-    Object.defineProperty(source, 'backend', { value: backend });
+    source.capabilities = { notifications: true };
+    source.waitForAppend = (_stream: string, ms: number) => new Promise<boolean>((resolve, reject) => waits.push({ ms, resolve, reject }));
     const producer = source.producer();
     producer.read(0);
     expect(waits.map((w) => w.ms)).toEqual([2 * POLL_MS]); // listening before the fetch
@@ -456,7 +466,7 @@ describe('RheoProducer teardown', () => {
     producer.read(); // one handed downstream, two still buffered
     producer.destroy();
     await new Promise((resolve) => producer.once('close', resolve));
-    expect(source.settles).toEqual([[{ kind: 'release', lease: leases[1] }, { kind: 'release', lease: leases[2] }]]);
+    expect(source.settles).toEqual([[opOf('release', leases[1]!), opOf('release', leases[2]!)]]);
     expect(released).toEqual([{ leases: leases.slice(1), error: null }]);
     source.timers.advance(LEASE_MS);
     await turns();
@@ -488,7 +498,7 @@ describe('RheoProducer teardown', () => {
     source.answer(leases);
     await turns();
     expect(producer.closed).toBe(true);
-    expect(source.settles).toEqual([leases.map((lease) => ({ kind: 'release', lease }))]);
+    expect(source.settles).toEqual([leases.map((lease) => opOf('release', lease))]);
 
     const other = new ScriptedSource();
     const none = other.producer();
@@ -635,5 +645,29 @@ describe('systemTimers and sleep', () => {
     const stop = new AbortController();
     await sleep(systemTimers, 1, stop.signal);
     expect(getEventListeners(stop.signal, 'abort')).toEqual([]);
+  });
+});
+
+describe('RheoProducer validates at its own boundary', () => {
+  it('sends each settle as the store op, and refuses a bad one: nothing sent, the lease confirmed', async () => {
+    const { source, producer } = await started(3);
+    const [a, b, c] = readAll(producer);
+    await Promise.all([producer.nack(a!, 'later', { delayMs: 250 }), producer.reject(b!, 'bad')]);
+    expect(source.settles).toEqual([[opOf('nack', a!, 'later', 250), opOf('reject', b!, 'bad')]]);
+    expect(producer.inflightCount).toBe(1);
+    await expect(producer.nack(c!, 'x', { delayMs: -1 })).rejects.toMatchObject({ code: 'invalid_argument', message: expect.stringMatching(/delayMs/) });
+    await turns();
+    expect(source.settles).toHaveLength(1);
+    expect(producer.holds(c!.leaseId)).toBe(false); // no longer renewed, its slot free
+    await expect(producer.ack(null as unknown as L)).rejects.toMatchObject({ code: 'invalid_argument' });
+    expect(source.settles).toHaveLength(1);
+    await producer.close();
+  });
+
+  it('refuses bad partitions when it is built, not at every claim', () => {
+    const source = new ScriptedSource();
+    expect(invalid(() => source.producer({ partitions: [] }))).toMatch(/partitions/);
+    expect(invalid(() => source.producer({ partitions: [-1] as number[] }))).toMatch(/partitions/);
+    expect(source.fetches).toEqual([]);
   });
 });
