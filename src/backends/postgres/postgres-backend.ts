@@ -69,8 +69,18 @@ import { asError } from './connection.js';
 
 /** Where rheo's connections come from: a connection string (rheo owns the pool) or a borrowed pool. */
 export type PostgresConnection =
-  | { connectionString: string; pool?: undefined; poolConfig?: Omit<pg.PoolConfig, 'connectionString'> }
-  | { pool: pg.Pool; connectionString?: undefined; poolConfig?: undefined };
+  | { connectionString: string; pool?: undefined; poolConfig?: Omit<pg.PoolConfig, 'connectionString'>; listenClient?: undefined }
+  | {
+      pool: pg.Pool;
+      connectionString?: undefined;
+      poolConfig?: undefined;
+      /**
+       * Opens the connection that LISTENs for appends. Default: a `pg.Client`
+       * with the pool's config. For a pool whose connections are not sockets
+       * of their own (the PGlite backend's one in-process session).
+       */
+      listenClient?: () => pg.Client;
+    };
 
 export interface PostgresBackendOptions {
   /** Schema holding rheo's tables; `^[a-z_][a-z0-9_]{0,62}$`. Default `rheo`. */
@@ -111,7 +121,8 @@ export function postgresBackend(connection: PostgresBackendConfig, options: Post
 }
 
 export class PostgresBackend implements Backend {
-  readonly name = 'postgres';
+  // 'pglite': the PGlite backend is this backend on PGlite's one session (backends/pglite).
+  readonly name: 'postgres' | 'pglite' = 'postgres';
   readonly capabilities: BackendCapabilities = Object.freeze({
     durable: true,
     distributed: true,
@@ -205,8 +216,9 @@ export class PostgresBackend implements Backend {
       target: { clock: this.#clock, channel: this.#channel, notify: this.#notify },
       ensureSchema: () => this.#ensureSchema(),
     };
+    const listenClient = connection.listenClient;
     this.#listener = new AppendListener(
-      () => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` }),
+      listenClient ?? (() => new pg.Client({ ...clientConfig, application_name: `rheo-listen:${this.schema}` })),
       `"${this.#channel}"`,
     );
   }
