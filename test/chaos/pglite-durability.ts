@@ -12,7 +12,7 @@ export interface PgliteDurabilitySpec {
   name: string;
   /** How many children are started and SIGKILLed, one after the other, on the same data directory. */
   kills: number;
-  /** A running child is killed this long after it reported ready, uniformly at random in [min, max]. */
+  /** A running child is killed this long after its first confirmed round, uniformly at random in [min, max]. */
   minRunMs: number;
   maxRunMs: number;
   /** Every `startupKillEvery`-th child is killed during its start (PGlite's recovery, the lock take-over, migrate) instead. */
@@ -42,7 +42,7 @@ export interface PgliteDurabilityResult {
 
 /** The scenario of `npm run chaos` (scale 1) and, shortened, of `npm test`. */
 export function pgliteDurabilityScenario(scale = 1): PgliteDurabilitySpec {
-  return { name: 'pglite: SIGKILL the process, reopen', kills: Math.max(3, Math.round(12 * scale)), minRunMs: 100, maxRunMs: 1500, startupKillEvery: 4 };
+  return { name: 'pglite: SIGKILL the process, reopen', kills: Math.max(3, Math.round(12 * scale)), minRunMs: 0, maxRunMs: 1500, startupKillEvery: 4 };
 }
 
 /**

@@ -5,6 +5,7 @@ import { run as runConsumerGroups } from '../../examples/consumer-groups.js';
 import { run as runFailureMapping } from '../../examples/failure-mapping.js';
 import { run as runFlowStages } from '../../examples/flow-stages.js';
 import { run as runPlainConsumer } from '../../examples/plain-consumer.js';
+import { run as runResume } from '../../examples/resume.js';
 import { examples } from '../../examples/registry.js';
 import { backendFactories } from '../support/backends.js';
 
@@ -62,8 +63,15 @@ for (const factory of backendFactories) {
       expect(result.batch).toEqual({ deadLetters: ['c'], retriedThenAcked: 1, lag: 0 });
     });
 
+    it('resume: the second run on one store picks up the three events the first left', async () => {
+      await withRheo(async (rheo) => {
+        expect(await runResume(rheo, log)).toEqual({ run: 1, resumed: [], left: 3 });
+        expect(await runResume(rheo, log)).toEqual({ run: 2, resumed: ['1/4', '1/5', '1/6'], left: 3 });
+      });
+    });
+
     it('the runner knows every example', () => {
-      expect(examples.map((e) => e.name)).toEqual(['consumer-groups', 'plain-consumer', 'flow-stages', 'broadway-pipeline', 'failure-mapping']);
+      expect(examples.map((e) => e.name)).toEqual(['consumer-groups', 'plain-consumer', 'flow-stages', 'broadway-pipeline', 'failure-mapping', 'resume']);
     });
   });
 }

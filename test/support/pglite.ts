@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { afterAll } from 'vitest';
+import { afterAll, beforeAll } from 'vitest';
 import type { Clock } from '../../src/core/clock.js';
 import { pgliteBackend, type PgliteBackend, type PgliteBackendOptions } from '../../src/backends/pglite/pglite-backend.js';
 
@@ -93,4 +93,8 @@ export async function cleanupPglite(): Promise<void> {
   }
 }
 
+// Started before the file's tests, so no test's own timeout pays for the start.
+beforeAll(async () => {
+  if (process.env.RHEO_MEMORY_ONLY !== '1') await sharedPglite();
+}, 180_000);
 afterAll(cleanupPglite);
