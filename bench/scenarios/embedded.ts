@@ -5,10 +5,11 @@ import { join } from 'node:path';
 import { pgliteBackend } from '../../src/pglite.js';
 import { createRheo, type Rheo } from '../../src/index.js';
 import type { BenchContext } from '../lib/context.js';
-import { caughtUp, consume, fill, openRheo } from '../lib/rheo-setup.js';
-import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
-import { EVENT_TYPE, latencyGapMs, payload } from '../lib/workload.js';
+import { caughtUp, fill, openRheo } from '../lib/rheo-setup.js';
+import { now, rate, waitUntil } from '../lib/stats.js';
+import { EVENT_TYPE, payload } from '../lib/workload.js';
 import { drainWithConsume } from './consume.js';
+import { rheoLatency } from './redis.js';
 
 export const EMBEDDED = '10 memory, PGlite, PostgreSQL';
 
@@ -83,7 +84,7 @@ async function runCases(ctx: BenchContext, rheo: Rheo, kind: Kind): Promise<void
 
     ctx.record(EMBEDDED, EMBEDDED_CASES.consumeLeases(kind), 'events/s', await drainWithConsume(rheo, { stream, group: 'leases' }, events, SETTING));
     ctx.record(EMBEDDED, EMBEDDED_CASES.consumePartitions(kind), 'events/s', await drainPartitions(rheo, stream, events));
-    ctx.record(EMBEDDED, EMBEDDED_CASES.latency(kind), 'ms', await idleLatency(rheo, `lat${run}`, ctx.size(100, 20)));
+    ctx.record(EMBEDDED, EMBEDDED_CASES.latency(kind), 'ms', await rheoLatency(rheo, `lat${run}`, ctx.size(100, 20)));
   }
 }
 
@@ -103,27 +104,4 @@ async function drainPartitions(rheo: Rheo, stream: string, events: number): Prom
   const elapsed = now() - t0;
   await consumer.stop();
   return rate(events, elapsed);
-}
-
-async function idleLatency(rheo: Rheo, stream: string, samples: number): Promise<number> {
-  await rheo.createStream(stream);
-  await rheo.createGroup(stream, 'g');
-  const latencies: number[] = [];
-  const consumer = consume<{ at: number }>(rheo, {
-    stream,
-    group: 'g',
-    concurrency: 1,
-    handler: (event) => {
-      latencies.push(now() - event.payload.at);
-    },
-  });
-  // Let the consumer go idle first.
-  await sleep(300);
-  for (let i = 0; i < samples; i++) {
-    await rheo.append(stream, { payload: { at: now() } });
-    await waitUntil('wake', () => latencies.length > i, 10_000, 1);
-    await sleep(latencyGapMs(i));
-  }
-  await consumer.stop();
-  return median(latencies);
 }
