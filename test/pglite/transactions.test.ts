@@ -95,4 +95,18 @@ describe('pglite transactions', () => {
     expect(leases).toHaveLength(10);
     expect((await rheo.read('s', { limit: 100 })).map((e) => e.payload)).not.toContain('inside');
   });
+
+  it('a test schema handed on after close is empty again, with sequences from 1 (support/pglite.ts)', async () => {
+    const first = await makePgliteTestBackend();
+    const used = createRheo({ backend: first });
+    await used.createStream('s', { partitions: 1 });
+    await used.appendBatch('s', [{ payload: 1 }, { payload: 2 }]);
+    await used.close();
+    const second = await makePgliteTestBackend();
+    expect(second.schema).toBe(first.schema);
+    const again = createRheo({ backend: second });
+    expect(await again.listStreams()).toEqual([]);
+    await again.createStream('s', { partitions: 1 });
+    expect((await again.append('s', { payload: 3 })).sequence).toBe(1);
+  });
 });

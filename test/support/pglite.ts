@@ -52,7 +52,7 @@ const freeSchemas: string[] = [];
  * instance. Migrating a schema is most of a short test's time on PGlite
  * (about 40 DDL statements and routines), so the schema of a closed backend
  * is reused: emptied with TRUNCATE ... RESTART IDENTITY, which leaves it as
- * a fresh migration would (test/pglite/test-schemas.test.ts).
+ * a fresh migration would (checked in test/pglite/transactions.test.ts).
  */
 export async function makePgliteTestBackend(clock?: Clock, options: PgliteBackendOptions = {}): Promise<PgliteBackend> {
   const pglite = await sharedPglite();
