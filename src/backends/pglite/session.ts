@@ -15,7 +15,14 @@ import type { PGliteLike, PgliteModules } from './load-pglite.js';
  *
  * The client speaks `pg`'s wire protocol to PGlite in-process
  * (`PglitePgConnection`), so the PostgreSQL backend's statements, type
- * parsers and error classification run unchanged.
+ * parsers and error classification run unchanged. Of the ways in, measured
+ * with 1,000 sequential parameterised statements each (one loaded 2-core
+ * machine, one run, PGlite 0.5.14/0.5.17): this one 810 inserts/s and 1,718
+ * selects/s; `@electric-sql/pglite-socket` with `pg` over loopback TCP 207
+ * and 670 (a socket round trip per protocol message, and a port other local
+ * users could reach); PGlite's own `query()` 670-880 and 890 (it describes
+ * every statement first to pick serializers, and would need rheo's SQL
+ * values, parsers and errors re-mapped).
  */
 /** Sessions of borrowed instances, so backends on one instance (one schema each) share its one connection. */
 const borrowedSessions = new WeakMap<PGliteLike, PgliteSession>();
