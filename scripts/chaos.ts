@@ -86,7 +86,7 @@ if (only.length === 0 || only.some((o) => pgliteSpec.name.toLowerCase().includes
 children.remove();
 rmSync(workDir, { recursive: true, force: true });
 
-process.stdout.write(`${formatTable(results)}\n`);
+if (results.length > 0) process.stdout.write(`${formatTable(results)}\n`);
 const failures = formatFailures(results);
 if (failures) process.stdout.write(`\n${failures}\n`);
 if (pgliteResults.length > 0) {
