@@ -5,6 +5,7 @@
  *   npm run bench                      # full run (about an hour on 2 cores: the held-horizon and retention cases are long on purpose)
  *   npm run bench -- --quick           # smoke run with small sizes (or RHEO_BENCH_QUICK=1)
  *   npm run bench -- --only=append,peers --runs=5
+ *   npm run bench -- --quick --only=embedded   # memory, PGlite and PostgreSQL side by side
  *   npm run bench -- --quick --only=redis --out=/tmp/rheo-bench   # results elsewhere (partial runs)
  *
  * Without RHEO_BENCH_DATABASE_URL it starts a throwaway PostgreSQL 15 on
@@ -23,6 +24,7 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from '../scripts/throw
 import { markdownSummary, svgChart, textTable, type Bar, type Environment, type TargetCheck } from './lib/report.js';
 import { formatNumber } from './lib/stats.js';
 import { APPEND, appendScenario } from './scenarios/append.js';
+import { EMBEDDED, embeddedScenario } from './scenarios/embedded.js';
 import { CONSUME, CONSUME_SETTINGS, EFFECT_SETTING, consumeCase, consumeScenario, effectCase, fetchLoopCase, producerCase } from './scenarios/consume.js';
 import { HORIZON, HORIZON_CASES, horizonScenario } from './scenarios/horizon.js';
 import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
@@ -46,6 +48,7 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'retention', run: retentionScenario },
   { id: 'horizon', run: horizonScenario },
   { id: 'partitions', run: partitionsScenario },
+  { id: 'embedded', run: embeddedScenario },
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null; out: string } {
@@ -59,7 +62,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
     else if (arg.startsWith('--out=')) out = resolve(arg.slice('--out='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,horizon,partitions] [--out=DIR]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,horizon,partitions,embedded] [--out=DIR]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -227,7 +230,7 @@ const PARTITION_DERIVED = {
   oneVsGraphile: 'partition mode, 1 process ÷ graphile-worker',
 };
 
-const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, HORIZON, PARTITIONS, REDIS];
+const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, HORIZON, PARTITIONS, REDIS, EMBEDDED];
 
 function ordered(rows: MetricSummary[]): MetricSummary[] {
   return [...rows].sort((a, b) => SCENARIO_ORDER.indexOf(a.scenario) - SCENARIO_ORDER.indexOf(b.scenario));

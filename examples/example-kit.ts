@@ -14,7 +14,9 @@ export interface Example<R> {
 
 /**
  * The in-memory backend by default; PostgreSQL (schema `rheo_examples`) for a
- * `postgres://` URL, Redis (key prefix `rheo_examples`) for a `redis://` one.
+ * `postgres://` URL, PGlite in a data directory for a `pglite://` one
+ * (`pglite://./rheo-data`), Redis (key prefix `rheo_examples`) for a
+ * `redis://` one.
  */
 export async function connect(databaseUrl: string | undefined): Promise<Rheo> {
   if (!databaseUrl) return createRheo({ defaults: { pollMs: 50 } });
@@ -22,6 +24,13 @@ export async function connect(databaseUrl: string | undefined): Promise<Rheo> {
     const { redisBackend } = await import('../src/redis.js');
     return createRheo({
       backend: redisBackend({ url: databaseUrl }, { prefix: 'rheo_examples' }),
+      defaults: { pollMs: 50 },
+    });
+  }
+  if (/^pglite:\/\//i.test(databaseUrl)) {
+    const { pgliteBackend, pgliteDataDir } = await import('../src/pglite.js');
+    return createRheo({
+      backend: pgliteBackend({ dataDir: pgliteDataDir(databaseUrl), schema: 'rheo_examples' }),
       defaults: { pollMs: 50 },
     });
   }

@@ -3,8 +3,9 @@
  *
  *   npm run example -- <name>|all                      # in-memory backend
  *   npm run example -- <name> --database-url=postgres://...
+ *   npm run example -- <name> --database-url=pglite://./rheo-data   # durable, no server
  *   npm run example -- <name> --database-url=redis://127.0.0.1:6379
- *   RHEO_DATABASE_URL=postgres://...|redis://... npm run example -- <name>
+ *   RHEO_DATABASE_URL=postgres://...|pglite://...|redis://... npm run example -- <name>
  */
 import { connect } from './example-kit.js';
 import { examples } from './registry.js';
@@ -15,7 +16,7 @@ async function main(argv: string[]): Promise<number> {
   const name = argv.find((a) => !a.startsWith('--'));
   const chosen = name === 'all' ? examples : examples.filter((e) => e.name === name);
   if (chosen.length === 0) {
-    console.error(`usage: npm run example -- <name>|all [--database-url=postgres://...|redis://...]\n`);
+    console.error(`usage: npm run example -- <name>|all [--database-url=postgres://...|pglite://./rheo-data|redis://...]\n`);
     for (const e of examples) console.error(`  ${e.name.padEnd(20)} ${e.description}`);
     return 2;
   }

@@ -10,7 +10,9 @@
  * their own table. Exits 1 on any lost event, accepted stale settle or
  * commit, sequence gap, process crash, undrained group, duplicated effect,
  * duplicate beyond crash redeliveries, per-key order violation or
- * overlapping tenure.
+ * overlapping tenure. The PGlite scenario (one process per data directory)
+ * SIGKILLs a chain of processes on one directory and checks what reopening
+ * it finds against what they saw confirmed.
  *
  *     npm run chaos                      # all scenarios, full length
  *     npm run chaos -- --scale=0.2       # shorter
@@ -34,6 +36,13 @@ import {
   type PartitionScenarioResult,
 } from '../test/chaos/partition-ownership.js';
 import { formatFailures, formatTable } from '../test/chaos/table.js';
+import {
+  formatPgliteFailures,
+  formatPgliteTable,
+  pgliteDurabilityScenario,
+  runPgliteDurability,
+  type PgliteDurabilityResult,
+} from '../test/chaos/pglite-durability.js';
 import { startThrowawayPostgres } from './throwaway-postgres.js';
 import { startThrowawayRedis } from './throwaway-redis.js';
 
@@ -68,12 +77,26 @@ for (const spec of scenarios) {
     stop();
   }
 }
+// PGlite (one process per data directory): a chain of processes SIGKILLed at random points on one directory.
+const pgliteResults: PgliteDurabilityResult[] = [];
+const pgliteSpec = pgliteDurabilityScenario(scale);
+if (only.length === 0 || only.some((o) => pgliteSpec.name.toLowerCase().includes(o))) {
+  process.stderr.write(`${pgliteSpec.name}: `);
+  const result = await runPgliteDurability(pgliteSpec, { workDir: mkdtempSync(join(workDir, 'pglite-')), child: children.pglite });
+  pgliteResults.push(result);
+  process.stderr.write(`${result.passed ? 'pass' : 'FAIL'} (${result.kills} kills, ${result.appended} appends, ${result.seconds.toFixed(1)} s)\n`);
+}
 children.remove();
 rmSync(workDir, { recursive: true, force: true });
 
-process.stdout.write(`${formatTable(results)}\n`);
+if (results.length > 0) process.stdout.write(`${formatTable(results)}\n`);
 const failures = formatFailures(results);
 if (failures) process.stdout.write(`\n${failures}\n`);
+if (pgliteResults.length > 0) {
+  process.stdout.write(`\n${formatPgliteTable(pgliteResults)}\n`);
+  const pgliteFailures = formatPgliteFailures(pgliteResults);
+  if (pgliteFailures) process.stdout.write(`\n${pgliteFailures}\n`);
+}
 
 // Exactly-once effects (consume({ transaction: true })) under SIGKILLs and terminated connections:
 // competing consumers, and partition ownership (the offset commit joins the transaction, and every kill moves partitions).
@@ -151,4 +174,4 @@ if (partitionScenarios.length > 0) {
   const failed = formatPartitionFailures(partitionResults);
   if (failed) process.stdout.write(`\n${failed}\n`);
 }
-process.exitCode = results.every((r) => r.passed) && exactlyOncePassed && partitionResults.every((r) => r.passed) ? 0 : 1;
+process.exitCode = results.every((r) => r.passed) && pgliteResults.every((r) => r.passed) && exactlyOncePassed && partitionResults.every((r) => r.passed) ? 0 : 1;

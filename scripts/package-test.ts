@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { duplicatedModules, unexportedDeclarations, valueExportsOf } from './package-test/bundle-checks.js';
 import { entryCheckScript } from './package-test/entry-check.js';
+import { pgliteCheckScript } from './package-test/pglite-check.js';
 import { docBlocks, docFiles, namedBlock, toCommonJs } from './package-test/readme-blocks.js';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.js';
 
@@ -113,7 +114,12 @@ async function migratedTables(url: string, schema: string): Promise<number> {
 }
 
 /** The source behind each entry point; a new entry point without one fails the run instead of going unchecked. */
-const ENTRY_SOURCES: Record<string, string> = { '.': 'src/index.ts', './postgres': 'src/postgres.ts', './redis': 'src/redis.ts' };
+const ENTRY_SOURCES: Record<string, string> = {
+  '.': 'src/index.ts',
+  './postgres': 'src/postgres.ts',
+  './redis': 'src/redis.ts',
+  './pglite': 'src/pglite.ts',
+};
 
 function expectedRuntimeExports(manifest: PackageJson): Record<string, string[]> {
   const expected: Record<string, string[]> = {};
@@ -190,6 +196,18 @@ async function main(): Promise<void> {
         const env = { ...process.env, DATABASE_URL: pgUrl(database), RHEO_EXPECTED_EXPORTS: expected };
         run(userNode, nodeArgs(file), { cwd: project, env });
       });
+    }
+
+    // rheo/pglite without its optional peer, then with it, through import and require.
+    for (const peer of ['absent', 'present'] as const) {
+      if (peer === 'present') run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `@electric-sql/pglite@${installedVersion('@electric-sql/pglite')}`], { cwd: project });
+      for (const system of ['esm', 'cjs'] as const) {
+        const file = `pglite-${peer}.${system === 'esm' ? 'mjs' : 'cjs'}`;
+        await step(`rheo/pglite through ${system === 'esm' ? 'import' : 'require'} with @electric-sql/pglite ${peer} (${file})`, () => {
+          writeFileSync(join(project, file), pgliteCheckScript(system));
+          run(userNode, nodeArgs(file), { cwd: project, env: { ...process.env, RHEO_PGLITE_PEER: peer } });
+        });
+      }
     }
 
     const blocks = docBlocks(docs).filter((block) => !block.skipped);

@@ -230,7 +230,8 @@ async function rawBlockLatency(url: string, key: string, samples: number): Promi
   return median(latencies);
 }
 
-async function rheoLatency(rheo: Rheo, stream: string, samples: number): Promise<number> {
+/** Idle latency from an append to its handler (median), on any backend; the embedded scenario uses it too. */
+export async function rheoLatency(rheo: Rheo, stream: string, samples: number): Promise<number> {
   await rheo.createStream(stream);
   await rheo.createGroup(stream, 'g');
   const latencies: number[] = [];

@@ -2,6 +2,7 @@ import { RheoError } from '../core/errors.js';
 import { createRheo, type Rheo } from '../rheo.js';
 import { postgresBackend, type PostgresBackend } from '../backends/postgres/postgres-backend.js';
 import { redisBackend, type RedisBackend } from '../backends/redis/redis-backend.js';
+import { pgliteBackend, pgliteDataDir, type PgliteBackend } from '../backends/pglite/pglite-backend.js';
 
 export interface ConnectionFlags {
   url?: string;
@@ -11,14 +12,17 @@ export interface ConnectionFlags {
 export interface Connection {
   rheo: Rheo;
   /** Which backend the URL selected: tell them apart by `backend.name`. */
-  backend: PostgresBackend | RedisBackend;
+  backend: PostgresBackend | PgliteBackend | RedisBackend;
 }
 
 /**
  * The memory backend lives inside one process, so a command-line tool can
  * only ever talk to a store shared with the applications: a URL is required.
  * `postgres://` selects PostgreSQL (`--schema` is the schema); `redis://` and
- * `rediss://` select Redis (`--schema` is the key prefix).
+ * `rediss://` select Redis (`--schema` is the key prefix); `pglite://<dir>`
+ * opens a PGlite data directory (`--schema` is the schema). PGlite is one
+ * process per directory: a command on a directory an application has open
+ * fails with `backend_unavailable` naming that process.
  */
 export function connect(flags: ConnectionFlags): Connection {
   const url = flags.url ?? process.env.RHEO_DATABASE_URL;
@@ -32,8 +36,12 @@ export function connect(flags: ConnectionFlags): Connection {
     // A command runs for moments: no background trimmer (the applications run theirs).
     return { rheo: createRheo({ backend, retention: { enabled: false } }), backend };
   }
+  if (scheme === 'pglite') {
+    const backend = pgliteBackend({ dataDir: pgliteDataDir(url), schema: name });
+    return { rheo: createRheo({ backend, retention: { enabled: false } }), backend };
+  }
   if (scheme !== 'postgres' && scheme !== 'postgresql') {
-    throw new RheoError('invalid_argument', `unsupported database URL scheme "${scheme ?? ''}": use postgres:// or redis://`);
+    throw new RheoError('invalid_argument', `unsupported database URL scheme "${scheme ?? ''}": use postgres://, pglite:// or redis://`);
   }
   // One connection is enough for a command; fail fast instead of waiting on
   // an unreachable host for the driver's default (no) timeout.

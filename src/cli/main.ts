@@ -21,7 +21,7 @@ import { registerTrim } from './commands/trim.js';
 function buildProgram(): Command {
   const program = new Command('rheo')
     .description('operate rheo streams and consumer groups in PostgreSQL or Redis')
-    .addOption(new Option('--url <url>', 'database URL: postgres://... or redis://... (rediss:// for TLS)').env('RHEO_DATABASE_URL'))
+    .addOption(new Option('--url <url>', 'database URL: postgres://..., pglite://<data directory> or redis://... (rediss:// for TLS)').env('RHEO_DATABASE_URL'))
     .addOption(new Option('--schema <name>', "rheo's PostgreSQL schema, or its Redis key prefix").env('RHEO_SCHEMA').default('rheo'))
     .option('--json', 'machine-readable output: one JSON document (or NDJSON for tail/append) on stdout')
     .showHelpAfterError()

@@ -12,6 +12,8 @@ export interface ChildBundle {
   readonly worker: string;
   /** Path of the compiled `appender-child.ts`. */
   readonly appender: string;
+  /** Path of the compiled `pglite-child.ts`. */
+  readonly pglite: string;
   /** Deletes the compiled files. Idempotent. */
   remove(): void;
 }
@@ -29,6 +31,7 @@ export async function bundleChildren(): Promise<ChildBundle> {
     entry: {
       'worker-child': fileURLToPath(new URL('./worker-child.ts', import.meta.url)),
       'appender-child': fileURLToPath(new URL('./appender-child.ts', import.meta.url)),
+      'pglite-child': fileURLToPath(new URL('./pglite-child.ts', import.meta.url)),
     },
     outDir,
     format: 'esm',
@@ -43,6 +46,7 @@ export async function bundleChildren(): Promise<ChildBundle> {
   return {
     worker: join(outDir, 'worker-child.js'),
     appender: join(outDir, 'appender-child.js'),
+    pglite: join(outDir, 'pglite-child.js'),
     remove: () => rmSync(outDir, { recursive: true, force: true }),
   };
 }

@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LATEST_VERSION, MIGRATIONS } from '../../src/backends/postgres/migrations/index.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
@@ -69,11 +72,25 @@ describe('rheo CLI: usage and connection', () => {
     expect((JSON.parse(result.stdout) as Array<{ name: string }>).map((s) => s.name)).toEqual(['from-env']);
   });
 
-  it('refuses a URL that is neither postgres:// nor redis:// as a usage error (exit 2)', async () => {
+  it('refuses a URL that is neither postgres://, pglite:// nor redis:// as a usage error (exit 2)', async () => {
     const result = await runCli(['streams', '--url', 'mysql://127.0.0.1:3306/db', '--json']);
     expect(result.code).toBe(2);
     expect(JSON.parse(result.stderr)).toMatchObject({ error: { code: 'invalid_argument' } });
-    expect(result.stderr).toContain('use postgres:// or redis://');
+    expect(result.stderr).toContain('use postgres://, pglite:// or redis://');
+  });
+
+  it('takes a PGlite data directory as pglite://<dir>: migrate, then the same directory again', { timeout: 240_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rheo-cli-pglite-'));
+    try {
+      const url = `pglite://${join(dir, 'data')}`;
+      const migrated = await runCli(['migrate', '--url', url]);
+      expect(migrated.code, migrated.stderr).toBe(0);
+      const streams = await runCli(['streams', '--url', url, '--json']);
+      expect(streams.code, streams.stderr).toBe(0);
+      expect(JSON.parse(streams.stdout)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('exits 4 when the database cannot be reached', async () => {

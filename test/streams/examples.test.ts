@@ -9,6 +9,7 @@ import { run as runRiskPipeline } from '../../examples/risk-pipeline.js';
 import { run as runConsumeModes } from '../../examples/consume-modes.js';
 import { run as runCompetingConsumers } from '../../examples/competing-consumers.js';
 import { run as runReplayFromPoint } from '../../examples/replay-from-point.js';
+import { run as runResume } from '../../examples/resume.js';
 import { examples } from '../../examples/registry.js';
 import { backendFactories } from '../support/backends.js';
 
@@ -115,6 +116,13 @@ for (const factory of backendFactories) {
       });
     });
 
+    it('resume: the second run on one store picks up the three events the first left', async () => {
+      await withRheo(async (rheo) => {
+        expect(await runResume(rheo, log)).toEqual({ run: 1, resumed: [], left: 3 });
+        expect(await runResume(rheo, log)).toEqual({ run: 2, resumed: ['1/4', '1/5', '1/6'], left: 3 });
+      });
+    });
+
     it('the runner knows every example', () => {
       expect(examples.map((e) => e.name)).toEqual([
         'consumer-groups',
@@ -126,6 +134,7 @@ for (const factory of backendFactories) {
         'consume-modes',
         'competing-consumers',
         'replay-from-point',
+        'resume',
       ]);
     });
   });

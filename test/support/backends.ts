@@ -1,11 +1,12 @@
 import type { Backend } from '../../src/core/backend.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
+import { makePgliteTestBackend } from './pglite.js';
 import { makePgbouncerTestBackend, makeTestBackend, pgbouncerUrl } from './postgres.js';
 import { makeRedisTestBackend, redisTarget } from './redis.js';
 
 export interface BackendFactory {
-  name: 'memory' | 'postgres' | 'redis' | 'postgres-pgbouncer';
+  name: 'memory' | 'postgres' | 'pglite' | 'redis' | 'postgres-pgbouncer';
   /** A fresh, migrated backend; with a clock, lease expiry follows it. */
   make(clock?: ManualClock): Promise<Backend>;
 }
@@ -17,12 +18,14 @@ export interface BackendFactory {
  *     for (const factory of backendFactories) describe(factory.name, () => { ... factory.make(clock) ... });
  *
  * Postgres backends get a fresh schema each on a per-file pool; schemas are
- * dropped and backends closed after the file. Redis backends get a fresh key
+ * dropped and backends closed after the file. PGlite backends get an empty
+ * schema each on one in-memory instance per file (support/pglite.ts). Redis backends get a fresh key
  * prefix each on a per-file client to a redis-server started on first use.
  */
 const allFactories: BackendFactory[] = [
   { name: 'memory', make: async (clock) => memoryBackend({ clock }) },
   { name: 'postgres', make: (clock) => makeTestBackend(clock) },
+  { name: 'pglite', make: (clock) => makePgliteTestBackend(clock) },
   { name: 'redis', make: async (clock) => makeRedisTestBackend(await redisTarget('single'), clock) },
 ];
 

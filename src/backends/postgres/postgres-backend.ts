@@ -72,8 +72,18 @@ import { asError } from './connection.js';
 
 /** Where rheo's connections come from: a connection string (rheo owns the pool) or a borrowed pool. */
 export type PostgresConnection =
-  | { connectionString: string; pool?: undefined; poolConfig?: Omit<pg.PoolConfig, 'connectionString'> }
-  | { pool: pg.Pool; connectionString?: undefined; poolConfig?: undefined };
+  | { connectionString: string; pool?: undefined; poolConfig?: Omit<pg.PoolConfig, 'connectionString'>; listenClient?: undefined }
+  | {
+      pool: pg.Pool;
+      connectionString?: undefined;
+      poolConfig?: undefined;
+      /**
+       * Opens the connection that LISTENs for appends. Default: a `pg.Client`
+       * with the pool's config. For a pool whose connections are not sockets
+       * of their own (the PGlite backend's one in-process session).
+       */
+      listenClient?: () => pg.Client;
+    };
 
 export interface PostgresBackendOptions {
   /** Schema holding rheo's tables; `^[a-z_][a-z0-9_]{0,62}$`. Default `rheo`. */
@@ -126,8 +136,8 @@ export interface PostgresBackendOptions {
 
 export type PostgresBackendConfig = PostgresConnection & PostgresBackendOptions;
 
-/** The keys of a `PostgresConnection` (one of `connectionString` and `pool`, and `poolConfig`), and of the options; any other is refused. */
-const CONNECTION_KEYS = ['connectionString', 'pool', 'poolConfig'] as const satisfies ReadonlyArray<'connectionString' | 'pool' | 'poolConfig'>;
+/** The keys of a `PostgresConnection` (one of `connectionString` and `pool`, with `poolConfig` or `listenClient`), and of the options; any other is refused. */
+const CONNECTION_KEYS = ['connectionString', 'pool', 'poolConfig', 'listenClient'] as const;
 const OPTION_KEYS = optionKeys<PostgresBackendOptions>()(
   'schema',
   'clock',
@@ -152,7 +162,8 @@ export function postgresBackend(connection: PostgresBackendConfig, options: Post
 }
 
 export class PostgresBackend implements Backend {
-  readonly name = 'postgres';
+  // 'pglite': the PGlite backend is this backend on PGlite's one session (backends/pglite).
+  readonly name: 'postgres' | 'pglite' = 'postgres';
   readonly capabilities: BackendCapabilities = Object.freeze({
     durable: true,
     distributed: true,
@@ -282,7 +293,8 @@ export class PostgresBackend implements Backend {
     const listenConfig: pg.ClientConfig | null =
       listenUrl !== undefined ? { connectionString: listenUrl } : pooler === 'transaction' ? null : clientConfig;
     this.#listener = new AppendListener(
-      listenConfig && (() => new pg.Client({ ...listenConfig, application_name: `rheo-listen:${this.schema}` })),
+      connection.listenClient ??
+        (listenConfig && (() => new pg.Client({ ...listenConfig, application_name: `rheo-listen:${this.schema}` }))),
       `"${this.#channel}"`,
     );
   }
