@@ -13,6 +13,7 @@ const areas = {
   producer: ['src/producer/**/*.ts'],
   consumer: ['src/consumer/**/*.ts'],
   sinks: ['src/sinks/**/*.ts'],
+  transforms: ['src/transforms/**/*.ts'],
   core: ['src/core/**/*.ts'],
 };
 const area = process.env.RHEO_MUTATION_AREA ?? 'all';

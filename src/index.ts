@@ -48,6 +48,7 @@ export type { BatchSinkOptions, BatchSinkTuning, BatchHandler, BatchContext, Bat
 export { rejectLease, LeaseRejection } from './runtime/lease-outcome.js';
 export type {
   FailurePolicy,
+  HandlerFailure,
   LeaseOutcome,
   Settlement,
   LeaseSettler,
@@ -70,6 +71,7 @@ export type { LeaseReleaser } from './transforms/release-held.js';
 export type { FlushReason } from './runtime/batch-collector.js';
 export { Consumer } from './consumer/consumer.js';
 export type { ConsumerSource } from './consumer/consumer.js';
+export type { LeaseSource } from './runtime/sources.js';
 export type {
   ConsumeOptions,
   ConsumerHandler,
