@@ -1,3 +1,4 @@
+import { assertKnownKeys, optionKeys } from './option-keys.js';
 import type { CallOptions } from './types.js';
 import type { CommitOp, HeartbeatRequest, OwnershipFence } from './backend.js';
 import { MAX_LEASE_MS, MAX_PARTITIONS, messageOf, normalizeReason } from './arguments.js';
@@ -34,8 +35,11 @@ export function assertMemberId(value: unknown): asserts value is string {
   assertString('memberId', value, { min: 1, max: 200 });
 }
 
+const HEARTBEAT_KEYS = optionKeys<HeartbeatOptions>()('memberId', 'sessionMs', 'rebalanceTimeoutMs', 'signal', 'timeoutMs');
+
 export function heartbeatRequest(options: HeartbeatOptions): HeartbeatRequest {
   if (options === null || typeof options !== 'object') throw invalidArgument(`heartbeat expects { memberId, sessionMs?, rebalanceTimeoutMs? }, got ${describe(options)}`);
+  assertKnownKeys('heartbeat options', options, HEARTBEAT_KEYS);
   const { memberId, sessionMs = DEFAULT_SESSION_MS, rebalanceTimeoutMs = DEFAULT_REBALANCE_TIMEOUT_MS } = options;
   assertMemberId(memberId);
   assertInteger('sessionMs', sessionMs, { min: 1, max: MAX_LEASE_MS });

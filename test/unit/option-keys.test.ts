@@ -87,6 +87,10 @@ describe('unknown option keys', () => {
     expect((await rheo.groupInfo('s', 'g')).inflight).toBe(1); // still held: the nack wrote nothing
     await expect(rheo.ack(lease!, { sigal: undefined, force: true } as never)).rejects.toThrow(/ack options: unknown option "force"/);
     await rheo.ack(lease!);
+    await expect(rheo.heartbeat('s', 'g', { memberId: 'm', sesionMs: 5_000 } as never)).rejects.toThrow(
+      /heartbeat options: unknown option "sesionMs"; did you mean "sessionMs"/,
+    );
+    expect((await rheo.members('s', 'g')).members).toEqual([]);
     await rheo.close();
   });
 

@@ -1,6 +1,5 @@
 import type { RheoLimits } from '../limits.js';
 import { assertKnownKeys, optionKeys } from '../option-keys.js';
-import type { HeartbeatOptions } from '../ownership-arguments.js';
 import type {
   CallOptions,
   DeadLetterOptions,
@@ -72,11 +71,15 @@ const BY_LABEL: ReadonlyMap<string, readonly string[]> = new Map<string, readonl
   ['resetGroup options', optionKeys<ResetOptions>()('confirm', 'partitions', 'startAfter', 'startAt', 'signal', 'timeoutMs')],
   ['deadLetters options', optionKeys<DeadLetterOptions>()('limit', 'after', 'maxBytes', 'signal', 'timeoutMs')],
   ['redrive options', optionKeys<RedriveOptions>()('eventIds', 'signal', 'timeoutMs')],
-  ['heartbeat options', optionKeys<HeartbeatOptions>()('memberId', 'sessionMs', 'rebalanceTimeoutMs', 'signal', 'timeoutMs')],
   ['limits', optionKeys<RheoLimits>()('maxEventBytes', 'maxBatchBytes')],
 ]);
 
-/** Refuses keys the labelled facade call does not take; a label not listed here checks nothing. */
+/**
+ * Refuses keys the labelled facade call does not take; a label not listed
+ * here checks nothing (`heartbeat options` are checked by
+ * `heartbeatRequest` in ownership-arguments.ts, which this module must not
+ * import: that module imports the argument checks).
+ */
 export function assertKnownOptions(what: string, options: unknown): void {
   const known = BY_LABEL.get(what);
   if (known !== undefined) assertKnownKeys(what, options, known);
