@@ -1,4 +1,4 @@
-import { Readable, Transform, Writable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
 import type { Lease } from '../../src/core/types.js';
@@ -11,19 +11,10 @@ import { createMapTransform } from '../../src/transforms/map-transform.js';
 import { createWindowTransform } from '../../src/transforms/window-transform.js';
 import { backendFactories } from '../support/backends.js';
 import { useStreamsFixture } from './support/fixture.js';
+import { collect } from './support/collect.js';
 import { until } from './support/wait.js';
 
 type Tick = { n: number };
-
-function collect<C>(into: C[]): Writable {
-  return new Writable({
-    objectMode: true,
-    write(chunk: C, _encoding, callback) {
-      into.push(chunk);
-      callback();
-    },
-  });
-}
 
 /** A promise the test resolves with `open()`: a handler or trigger that blocks until the test lets it go. */
 function gate(): { wait: Promise<void>; open: () => void } {

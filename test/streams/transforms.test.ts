@@ -11,19 +11,10 @@ import { createWindowTransform } from '../../src/transforms/window-transform.js'
 import { backendFactories } from '../support/backends.js';
 import { useStreamsFixture } from './support/fixture.js';
 import { ManualTimers } from './support/manual-timers.js';
+import { collect } from './support/collect.js';
 import { until } from './support/wait.js';
 
 type Tick = { n: number };
-
-function collect<C>(into: C[]): Writable {
-  return new Writable({
-    objectMode: true,
-    write(chunk: C, _encoding, callback) {
-      into.push(chunk);
-      callback();
-    },
-  });
-}
 
 for (const factory of backendFactories) {
   describe(`window transform (${factory.name})`, () => {
