@@ -119,13 +119,17 @@ export async function runExactlyOnce(options: ExactlyOnceOptions): Promise<Exact
     let lag = options.events;
     let nextFault = Date.now() + options.faultEveryMs * (0.5 + next());
     // Faults while there is work left; then let the survivors (and expiring leases) finish.
+    // The first fault is a SIGKILL as soon as the workers have made progress,
+    // polled closely: a fast drain can otherwise finish before the first timed
+    // fault, and a run without faults proves nothing.
     while (Date.now() - started < options.timeoutMs) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      const first = kills + terminations === 0;
+      await new Promise((resolve) => setTimeout(resolve, first ? 10 : 200));
       lag = (await rheo.lag('work', 'effects')).lag;
       if (lag === 0) break;
-      if (lag < options.events * 0.1 || Date.now() < nextFault) continue;
+      if (first ? lag === options.events : lag < options.events * 0.1 || Date.now() < nextFault) continue;
       nextFault = Date.now() + options.faultEveryMs * (0.5 + next());
-      if (next() < 0.5) {
+      if (first || next() < 0.5) {
         const victims = [...children];
         const victim = victims[Math.floor(next() * victims.length)];
         if (victim) {
