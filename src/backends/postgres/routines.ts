@@ -117,6 +117,20 @@ $rheo$`,
  * `full` one. Under the cursor locks no other claim can change that answer;
  * a settle committing meanwhile is no different from one committing just
  * after the full claim's snapshot.
+ *
+ * The `fresh` claim reads at most ceil(limit / n) sequences per partition
+ * when every one of the n locked partitions is known to have that many:
+ * round-robin then never takes more from any of them, so the leases are the
+ * same as with `limit` per partition. Known means no replay hold above the
+ * cursor and the event at cursor + ceil(limit / n) there: sequences are
+ * contiguous per partition and commit in order, and a trim removes only a
+ * partition's lowest ones and moves every cursor up to them (as does a
+ * replay or a new group start), so every sequence between is there too. Were
+ * a cursor ever below a trimmed one, the claim would lease fewer than it
+ * could, never a wrong one. Otherwise it reads `limit` per partition as
+ * before. Before this, a
+ * claim of 500 on 8 partitions read 4,000 events (and their sizes) to lease
+ * 500: fetch(500) took 11-17 ms there against 7-9 ms on one partition.
  */
 export const claimRoutine = routine(
   'claim',
@@ -126,6 +140,7 @@ export const claimRoutine = routine(
   claim_now timestamptz := ${nowSql('$5')};
   claim_parts integer[];
   claim_contended boolean;
+  claim_fresh integer;
 BEGIN
   SELECT array_agg(l.partition ORDER BY l.ord) INTO claim_parts
   FROM (
@@ -159,10 +174,35 @@ BEGIN
      ) THEN
     RETURN QUERY ${claimSql(s, 'full', 'claim_parts', 'claim_contended')};
   ELSE
-    RETURN QUERY ${claimSql(s, 'fresh', 'claim_parts', 'claim_contended')};
+    -- Round-robin takes at most ceil(limit / n) from each of n partitions
+    -- that all have that many fresh sequences; read only those then.
+    claim_fresh := ceil($4::numeric / GREATEST(cardinality(claim_parts), 1))::integer;
+    IF claim_fresh < $4 AND EXISTS (
+         SELECT 1 FROM ${s}.group_cursors c
+         WHERE c.group_id = $1 AND c.partition = ANY (claim_parts)
+           AND (
+             EXISTS (
+               SELECT 1 FROM ${s}.replay_holds h
+               WHERE h.group_id = $1 AND h.partition = c.partition AND h.sequence > c.cursor
+             )
+             OR NOT EXISTS (${freshProbe(s, 'c.cursor + claim_fresh')})
+           )
+       ) THEN
+      claim_fresh := $4;
+    END IF;
+    RETURN QUERY ${claimSql(s, 'fresh', 'claim_parts', 'claim_contended', 'claim_fresh')};
   END IF;
 END`,
 );
+
+/**
+ * The event at `sequence` of partition `c.partition`, as a one-row primary
+ * key range (an equality probe can pick the stream's time index, claim.ts).
+ */
+function freshProbe(s: string, sequence: string): string {
+  return `SELECT 1 FROM ${s}.events e
+               WHERE e.stream_id = $2 AND e.partition = c.partition AND e.sequence >= ${sequence} AND e.sequence <= ${sequence}`;
+}
 
 /** sql/append.ts; arguments as documented there. */
 export const appendRoutine = routine(

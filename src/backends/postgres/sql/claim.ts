@@ -98,9 +98,11 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
  * expression: the claim routine passes the partitions whose cursors it
  * has already locked (routines.ts), so `cur` re-locks rows it holds and
  * never waits; `contended`, an expression the routine returns as a fourth
- * column (a data-modifying WITH cannot be wrapped in another query).
+ * column (a data-modifying WITH cannot be wrapped in another query);
+ * `freshLimit`, the most fresh sequences read per partition in step 3 (`$4`
+ * unless the routine has proved fewer are enough, routines.ts).
  */
-export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3', contended?: string): string {
+export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3', contended?: string, freshLimit = '$4'): string {
   const ctes: Array<[name: string, sql: string]> = [
     ['clock', `clock AS MATERIALIZED (
   SELECT ${nowSql('$5')} AS now
@@ -177,7 +179,7 @@ export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3',
         WHERE h.group_id = $1 AND h.partition = cur.partition AND h.sequence = e.sequence
       ))
     ORDER BY e.sequence
-    LIMIT $4
+    LIMIT ${freshLimit}
   ) e
 )`],
     ['candidates', `candidates AS MATERIALIZED (
