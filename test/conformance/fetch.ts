@@ -210,5 +210,66 @@ export function registerFetchTests(makeBackend: BackendFactory): void {
       expect((await fetchAll(rheo, 's', 'g')).map(pos).sort()).toEqual(['0:3', '1:3', '2:1']);
     });
   });
-}
 
+  // Backends may read fewer candidates per partition when every partition
+  // has its share (PostgreSQL's claim, Redis's peek); these are the cases
+  // where some partition has fewer, so the others must fill the claim.
+  describe('fetch across partitions with fewer claimable events than their share', () => {
+    const fx = useFixture(makeBackend);
+    const appendTo = async (rheo: ReturnType<typeof fx>['rheo'], partition: number, count: number): Promise<void> => {
+      await rheo.appendBatch('s', Array.from({ length: count }, (_, i) => ({ partition, payload: i })));
+    };
+    const byPartition = (leases: Array<{ event: { partition: number; sequence: number } }>): number[][] => {
+      const out: number[][] = [];
+      for (const lease of leases) (out[lease.event.partition] ??= []).push(lease.event.sequence);
+      return out.map((seqs) => [...seqs].sort((a, b) => a - b));
+    };
+
+    it('an even backlog: each partition gives its share', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s', { partitions: 4 });
+      for (let p = 0; p < 4; p++) await appendTo(rheo, p, 10);
+      await rheo.createGroup('s', 'g');
+      expect(byPartition(await rheo.fetch('s', 'g', { limit: 8 }))).toEqual([[1, 2], [1, 2], [1, 2], [1, 2]]);
+      expect(await rheo.fetch('s', 'g', { limit: 40 })).toHaveLength(32);
+    });
+
+    it('a partition with one event', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s', { partitions: 2 });
+      await appendTo(rheo, 0, 1);
+      await appendTo(rheo, 1, 9);
+      await rheo.createGroup('s', 'g');
+      expect(byPartition(await rheo.fetch('s', 'g', { limit: 10 }))).toEqual([[1], [1, 2, 3, 4, 5, 6, 7, 8, 9]]);
+    });
+
+    it('a partition whose next events are held by a replay', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s', { partitions: 2 });
+      await appendTo(rheo, 0, 6);
+      await appendTo(rheo, 1, 10);
+      await rheo.createGroup('s', 'g');
+      // Partition 0's 1..6 leased, 1 acked, then a replay to the start: 2..6
+      // are still leased, so only 1 is claimable there.
+      const first = await rheo.fetch('s', 'g', { limit: 6, partitions: [0] });
+      expect(sequences(first)).toEqual([1, 2, 3, 4, 5, 6]);
+      await rheo.ack(first[0]!);
+      await rheo.replay('s', 'g', { fromSequence: 1 });
+      expect(byPartition(await rheo.fetch('s', 'g', { limit: 10 }))).toEqual([[1], [1, 2, 3, 4, 5, 6, 7, 8, 9]]);
+    });
+
+    it('a partition whose lowest events were trimmed, before the group and before a replay', async () => {
+      const { rheo } = fx();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'early');
+      await appendTo(rheo, 0, 5);
+      await appendTo(rheo, 1, 2);
+      await rheo.trim('s', { keep: 2, force: true });
+      await appendTo(rheo, 1, 8);
+      await rheo.createGroup('s', 'g');
+      expect(byPartition(await rheo.fetch('s', 'g', { limit: 10 }))).toEqual([[4, 5], [1, 2, 3, 4, 5, 6, 7, 8]]);
+      await rheo.replay('s', 'early', { fromSequence: 1 });
+      expect(byPartition(await rheo.fetch('s', 'early', { limit: 10 }))).toEqual([[4, 5], [1, 2, 3, 4, 5, 6, 7, 8]]);
+    });
+  });
+}

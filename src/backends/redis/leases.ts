@@ -4,7 +4,7 @@ import { RheoError, staleLease } from '../../core/errors.js';
 import { newLeaseId } from '../../core/ids.js';
 import type { Lease } from '../../core/types.js';
 import { decodeEvent, encodeReason } from './codec.js';
-import { planFetch, type FetchPlan } from './fetch-plan.js';
+import { planFetch, type FetchPlan, type PartitionPeek } from './fetch-plan.js';
 import { CLAIM, INIT_GROUP, PEEK, RENEW, SETTLE } from './lua/scripts.js';
 import * as retention from './retention.js';
 import { checkStart, partitionList, scopeOf, startArgs, type GroupMeta, type RedisStore } from './store.js';
@@ -76,12 +76,21 @@ export class RedisLeases implements LeaseStore {
       // limit, CLAIM dead-letters every spent delivery it passes anyway.
       plan = { shares: [{ partition: walk[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: false }] };
     } else {
-      const peeks = await Promise.all(
-        walk.map(async (p) => {
-          const [sizes, more] = (await this.#store.group(PEEK, stream, group, p, [g.maxAttempts, request.limit, request.maxBytes], ctx)) as [number[], number];
+      const peek = (p: number, limit: number): Promise<PartitionPeek> =>
+        this.#store.group(PEEK, stream, group, p, [g.maxAttempts, limit, request.maxBytes], ctx).then((reply) => {
+          const [sizes, more] = reply as [number[], number];
           return { partition: p, sizes, more: more === 1 };
-        }),
-      );
+        });
+      // The walk takes at most ceil(limit / n) from each of n partitions
+      // that all have that many, so peek that many first. A partition
+      // exhausted short of its share leaves the others to fill the fetch:
+      // only then peek again up to the limit. A list cut by the byte budget
+      // stops the walk there, as it would with the full peek.
+      const share = Math.ceil(request.limit / walk.length);
+      let peeks = await Promise.all(walk.map((p) => peek(p, share)));
+      if (share < request.limit && peeks.some((p) => p.sizes.length < share && !p.more)) {
+        peeks = await Promise.all(walk.map((p) => peek(p, request.limit)));
+      }
       plan = planFetch(peeks, request.limit, request.maxBytes);
     }
     const claimed = await Promise.all(
