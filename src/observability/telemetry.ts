@@ -13,6 +13,22 @@ import { loadApi, type Api } from './otel-loader.js';
 import { SYSTEM, errorType, leaseAttributes, messageOf, remoteContext, seconds } from './span-attributes.js';
 import { formatTraceparent, injectTraceContext } from './trace-context.js';
 
+/** How often #tracingOn looks again for a tracer provider or context manager. */
+const PROBE_INTERVAL_MS = 1_000;
+
+/** A tracer provider other than the API's no-op one is registered (public API only: the proxy's delegate). */
+function tracerRegistered(api: Api): boolean {
+  const provider = api.trace.getTracerProvider();
+  if (!(provider instanceof api.ProxyTracerProvider)) return true;
+  return provider.getDelegate() !== new api.ProxyTracerProvider().getDelegate();
+}
+
+/** A context manager is registered: without one, a context set around a call is not active inside it. */
+function contextManagerRegistered(api: Api): boolean {
+  const key = api.createContextKey('rheo.telemetry.probe');
+  return api.context.with(api.ROOT_CONTEXT.setValue(key, true), () => api.context.active().getValue(key) === true);
+}
+
 /** Instrumentation scope name: spans and metrics of rheo carry it. */
 export const INSTRUMENTATION_NAME = 'rheo';
 
@@ -76,6 +92,9 @@ export class RheoTelemetry {
   /** The groups whose owned count was last observed: one that lost its last consumer is observed at 0 once more. */
   #ownedGroups = new Map<string, { stream: string; group: string }>();
   readonly #lag: (stream: string, group: string) => Promise<LagReport>;
+  /** See #tracingOn. */
+  #tracing = false;
+  #probeAt = 0;
 
   constructor(api: Api, clock: Clock, lag: (stream: string, group: string) => Promise<LagReport>) {
     this.#api = api;
@@ -288,6 +307,7 @@ export class RheoTelemetry {
    */
   process(lease: Lease<unknown>): ProcessScope {
     const api = this.#api;
+    if (!this.#tracingOn()) return this.#untraced(lease);
     const remote = remoteContext(api, lease);
     const parent = remote ? api.trace.setSpanContext(api.context.active(), remote) : api.context.active();
     const attributes = leaseAttributes(lease, 'process');
@@ -321,6 +341,41 @@ export class RheoTelemetry {
         settleSpan?.end();
         settleSpan = null;
       },
+    };
+  }
+
+  /**
+   * Whether a process span could matter: a tracer provider is registered,
+   * or a context manager that would carry the event's trace context into the
+   * handler. Neither changes often, so it is looked up again at most once a
+   * second of the rheo's clock. Without them, the spans, contexts and attribute objects of every
+   * lease were all no-ops, and made up most of the per-lease telemetry cost.
+   */
+  #tracingOn(): boolean {
+    const now = this.#clock.now();
+    if (now >= this.#probeAt) {
+      this.#probeAt = now + PROBE_INTERVAL_MS;
+      this.#tracing = tracerRegistered(this.#api) || contextManagerRegistered(this.#api);
+    }
+    return this.#tracing;
+  }
+
+  /** A lease's scope while nothing traces: its process duration is still measured. */
+  #untraced(lease: Lease<unknown>): ProcessScope {
+    const started = performance.now();
+    return {
+      run: (fn) => fn(),
+      handled: (_kind, failure) => {
+        const metricAttributes: OtelApi.Attributes = {
+          'messaging.system': SYSTEM,
+          'messaging.destination.name': lease.stream,
+          'messaging.consumer.group.name': lease.group,
+          'messaging.operation.name': 'process',
+        };
+        if (failure !== undefined) metricAttributes['error.type'] = errorType(failure);
+        this.#processDuration.record(seconds(started), metricAttributes);
+      },
+      settled: () => undefined,
     };
   }
 
