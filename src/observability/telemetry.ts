@@ -319,20 +319,12 @@ export class RheoTelemetry {
     return {
       run: (fn) => api.context.with(active, fn),
       handled: (kind, failure) => {
-        const metricAttributes: OtelApi.Attributes = {
-          'messaging.system': SYSTEM,
-          'messaging.destination.name': lease.stream,
-          'messaging.consumer.group.name': lease.group,
-          'messaging.operation.name': 'process',
-        };
         if (failure !== undefined) {
-          const type = errorType(failure);
-          span.setAttribute('error.type', type);
+          span.setAttribute('error.type', errorType(failure));
           span.setStatus({ code: api.SpanStatusCode.ERROR, message: messageOf(failure) });
           if (failure instanceof Error) span.recordException(failure);
-          metricAttributes['error.type'] = type;
         }
-        this.#processDuration.record(seconds(started), metricAttributes);
+        this.#recordProcess(lease, started, failure);
         span.end();
         if (!recording || kind === null) return;
         settleSpan = this.#tracer.startSpan(`${kind} ${lease.stream}`, { kind: api.SpanKind.CLIENT, attributes: leaseAttributes(lease, 'settle', kind) }, active);
@@ -348,8 +340,9 @@ export class RheoTelemetry {
    * Whether a process span could matter: a tracer provider is registered,
    * or a context manager that would carry the event's trace context into the
    * handler. Neither changes often, so it is looked up again at most once a
-   * second of the rheo's clock. Without them, the spans, contexts and attribute objects of every
-   * lease were all no-ops, and made up most of the per-lease telemetry cost.
+   * second of the rheo's clock. Without them, the spans, contexts and
+   * attribute objects of every lease were all no-ops, and made up most of
+   * the per-lease telemetry cost.
    */
   #tracingOn(): boolean {
     const now = this.#clock.now();
@@ -365,18 +358,21 @@ export class RheoTelemetry {
     const started = performance.now();
     return {
       run: (fn) => fn(),
-      handled: (_kind, failure) => {
-        const metricAttributes: OtelApi.Attributes = {
-          'messaging.system': SYSTEM,
-          'messaging.destination.name': lease.stream,
-          'messaging.consumer.group.name': lease.group,
-          'messaging.operation.name': 'process',
-        };
-        if (failure !== undefined) metricAttributes['error.type'] = errorType(failure);
-        this.#processDuration.record(seconds(started), metricAttributes);
-      },
+      handled: (_kind, failure) => this.#recordProcess(lease, started, failure),
       settled: () => undefined,
     };
+  }
+
+  /** `messaging.process.duration` of one lease's handler run. */
+  #recordProcess(lease: Lease<unknown>, started: number, failure: unknown): void {
+    const metricAttributes: OtelApi.Attributes = {
+      'messaging.system': SYSTEM,
+      'messaging.destination.name': lease.stream,
+      'messaging.consumer.group.name': lease.group,
+      'messaging.operation.name': 'process',
+    };
+    if (failure !== undefined) metricAttributes['error.type'] = errorType(failure);
+    this.#processDuration.record(seconds(started), metricAttributes);
   }
 
   /** The `process` span of one batch: linked to every lease's producer context (a batch has many parents). */

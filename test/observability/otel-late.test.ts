@@ -1,11 +1,11 @@
-import { ROOT_CONTEXT, context, metrics, trace, type Context, type ContextManager } from '@opentelemetry/api';
+import { context, metrics, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { createRheo } from '../../src/rheo.js';
 import { until } from '../streams/support/wait.js';
+import { AsyncLocalContextManager } from './otel-support.js';
 
 /**
  * While no tracer provider and no context manager are registered, a lease's
@@ -14,26 +14,6 @@ import { until } from '../streams/support/wait.js';
  * trace context inside the handler when only a context manager is.
  * (Its own file: the providers are process-global.)
  */
-class AsyncLocalContextManager implements ContextManager {
-  readonly #storage = new AsyncLocalStorage<Context>();
-  active(): Context {
-    return this.#storage.getStore() ?? ROOT_CONTEXT;
-  }
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
-    return this.#storage.run(ctx, () => fn.call(thisArg, ...args));
-  }
-  bind<T>(_ctx: Context, target: T): T {
-    return target;
-  }
-  enable(): this {
-    return this;
-  }
-  disable(): this {
-    this.#storage.disable();
-    return this;
-  }
-}
-
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const TRACEPARENT = `00-${TRACE_ID}-b7ad6b7169203331-01`;
 

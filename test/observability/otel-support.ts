@@ -8,7 +8,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
  * project does not install; this is the same idea in a few lines, so that a
  * span started inside a handler finds the process span as its parent.
  */
-class AsyncLocalContextManager implements ContextManager {
+export class AsyncLocalContextManager implements ContextManager {
   readonly #storage = new AsyncLocalStorage<Context>();
   active(): Context {
     return this.#storage.getStore() ?? ROOT_CONTEXT;
