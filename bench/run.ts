@@ -27,7 +27,7 @@ import { APPEND, appendScenario } from './scenarios/append.js';
 import { EMBEDDED, embeddedScenario } from './scenarios/embedded.js';
 import { CONSUME, CONSUME_SETTINGS, EFFECT_SETTING, consumeCase, consumeScenario, effectCase, fetchLoopCase, producerCase } from './scenarios/consume.js';
 import { HORIZON, HORIZON_CASES, horizonScenario } from './scenarios/horizon.js';
-import { LATENCY, LATENCY_CASES, latencyScenario } from './scenarios/latency.js';
+import { LATENCY, LATENCY_CASES, idleCase, latencyScenario } from './scenarios/latency.js';
 import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
 import { REDIS, REDIS_CASES, REDIS_SETTING, redisScenario } from './scenarios/redis.js';
@@ -212,7 +212,15 @@ function derive(ctx: BenchContext): void {
     const n = Math.min(graphile.samples.length, one.samples.length);
     for (let i = 0; i < n; i++) ctx.record(PARTITIONS, PARTITION_DERIVED.oneVsGraphile, 'x', one.samples[i]! / graphile.samples[i]!);
   }
+  const competing = ctx.metrics.get(`${PARTITIONS}\u0000${PARTITION_CASES.competingOne}`);
+  if (graphile && competing) {
+    const n = Math.min(graphile.samples.length, competing.samples.length);
+    for (let i = 0; i < n; i++) ctx.record(PARTITIONS, PARTITION_DERIVED.competingVsGraphile, 'x', competing.samples[i]! / graphile.samples[i]!);
+  }
 }
+
+/** The consume setting the spread target reads (the widest one). */
+const WIDE_SETTING = CONSUME_SETTINGS[CONSUME_SETTINGS.length - 1]!;
 
 const CONSUME_DERIVED = {
   transactionCost: 'rheo postgres consume transaction: true ÷ the same insert committed apart (what the transaction costs)',
@@ -228,6 +236,7 @@ const PARTITION_DERIVED = {
   competingTwoVsOne: 'competing mode, 2 processes ÷ 1 process',
   twoVsOne: 'partition mode, 2 processes ÷ 1 process',
   oneVsGraphile: 'partition mode, 1 process ÷ graphile-worker',
+  competingVsGraphile: 'competing mode, 1 process, 8 partitions ÷ graphile-worker',
 };
 
 const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, HORIZON, PARTITIONS, REDIS, EMBEDDED];
@@ -244,6 +253,15 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
       target,
       measured: m ? `${formatNumber(m.median)}× (min ${formatNumber(m.min)}×, max ${formatNumber(m.max)}×)` : 'not measured',
       met: m ? m.median >= atLeast : null,
+    });
+  };
+  /** A median that must stay at or below a bound (µs, %). */
+  const atMost = (target: string, scenario: string, name: string, bound: number, unit: string): void => {
+    const m = ctx.get(scenario, name);
+    out.push({
+      target,
+      measured: m ? `${formatNumber(m.median)} ${unit} (min ${formatNumber(m.min)}, max ${formatNumber(m.max)})` : 'not measured',
+      met: m ? m.median <= bound : null,
     });
   };
   /** Both medians in ms from this run; met when the first is below the second. */
@@ -294,6 +312,12 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);
   ratio('competing mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, 1.6);
   below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL)', LATENCY, `${LATENCY_CASES.notify} p50`, `${LATENCY_CASES.graphile} p50`);
+  ratio('competing mode on an 8-partition backlog ≥ 2× graphile-worker', PARTITIONS, PARTITION_DERIVED.competingVsGraphile, 2);
+  ratio('competing mode on 8 partitions ≥ 0.9× on 1 (PostgreSQL, maxDemand 500)', CONSUME, CONSUME_DERIVED.spread('postgres', WIDE_SETTING), 0.9);
+  ratio('competing mode on 8 partitions ≥ 0.9× on 1 (Redis)', REDIS, REDIS_CASES.spread, 0.9);
+  atMost('competing mode client CPU per event ≤ 12 µs (8-partition drain, 1 process)', PARTITIONS, `${PARTITION_CASES.competingOne}: client CPU per event`, 12, 'µs');
+  atMost('idle consumer < 1 % of a core (PostgreSQL, notifications)', LATENCY, idleCase(LATENCY_CASES.notify), 1, '%');
+  atMost('idle consumer < 1 % of a core (Redis)', REDIS, REDIS_CASES.idleCpu, 1, '%');
   return out;
 }
 

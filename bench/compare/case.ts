@@ -19,7 +19,7 @@ import { COMPARE_CASES, type CompareCaseId } from './cases.js';
 interface RheoLike {
   migrate(): Promise<void>;
   createStream(stream: string, options: { partitions: number }): Promise<unknown>;
-  appendBatch(stream: string, inputs: Array<{ type: string; payload: unknown }>): Promise<unknown>;
+  appendBatch(stream: string, inputs: Array<{ type: string; partition: number; payload: unknown }>): Promise<unknown>;
   createGroup(stream: string, group: string): Promise<unknown>;
   lag(stream: string, group: string): Promise<{ lag: number }>;
   consume(options: Record<string, unknown>): { stop(options?: { timeoutMs?: number }): Promise<void> };
@@ -45,10 +45,12 @@ const { pipeline } = await import('node:stream/promises');
 const rheo = createRheo({ backend: postgresBackend({ connectionString: url }) });
 if (caseId === 'fill') {
   await rheo.migrate();
-  await rheo.createStream(stream, { partitions: Number(partitionsArg ?? 1) });
+  const partitions = Number(partitionsArg ?? 1);
+  await rheo.createStream(stream, { partitions });
   for (let i = 0; i < events; i += 1000) {
     const inputs = [];
-    for (let j = i; j < Math.min(events, i + 1000); j++) inputs.push({ type: 'bench.compare', payload: { n: j, note: 'a small event' } });
+    // Spread over the partitions: an event without a key or partition goes to partition 0.
+    for (let j = i; j < Math.min(events, i + 1000); j++) inputs.push({ type: 'bench.compare', partition: j % partitions, payload: { n: j, note: 'a small event' } });
     await rheo.appendBatch(stream, inputs);
   }
   await rheo.close();

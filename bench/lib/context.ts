@@ -2,7 +2,7 @@ import pg from 'pg';
 
 import { max, median, min } from './stats.js';
 
-export type Unit = 'events/s' | 'jobs/s' | 'rows/s' | 'ms' | 'µs' | 'x' | 'MB';
+export type Unit = 'events/s' | 'jobs/s' | 'rows/s' | 'ms' | 'µs' | 'x' | 'MB' | '%';
 
 /** One measured quantity, with one sample per repetition. */
 export interface Metric {
@@ -69,7 +69,7 @@ export class BenchContext {
     const key = `${scenario}\u0000${name}`;
     let metric = this.metrics.get(key);
     if (!metric) {
-      metric = { scenario, name, unit, samples: [], better: unit === 'ms' || unit === 'µs' || unit === 'MB' ? 'lower' : 'higher', note };
+      metric = { scenario, name, unit, samples: [], better: unit === 'ms' || unit === 'µs' || unit === 'MB' || unit === '%' ? 'lower' : 'higher', note };
       this.metrics.set(key, metric);
     }
     metric.samples.push(sample);

@@ -72,3 +72,16 @@ export class CpuSpan {
     return { processUs: (ms * 1000) / events, postgresUs: postgresMs === null ? null : (postgresMs * 1000) / events };
   }
 }
+
+/**
+ * CPU this process used while it sat idle for `ms` (its consumers waiting
+ * for appends), as a percentage of one core: user + system time over wall
+ * time, GC and libuv threads included.
+ */
+export async function idleCpuPercent(ms: number): Promise<number> {
+  const before = process.cpuUsage();
+  const t0 = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const used = process.cpuUsage(before);
+  return ((used.user + used.system) / 1000 / (performance.now() - t0)) * 100;
+}

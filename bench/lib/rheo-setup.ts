@@ -26,10 +26,16 @@ export async function openRheo(kind: BackendKind, setup: RheoSetup = {}): Promis
 }
 
 /** Appends `count` bench events in `appendBatch` calls of `chunk`. */
-export async function fill(rheo: Rheo, stream: string, count: number, chunk = 1000, offset = 0): Promise<void> {
+/**
+ * Appends `count` events in chunks. With `partitions` > 1 they are spread
+ * round-robin over that many partitions (an event without a key or a
+ * partition goes to partition 0, so a multi-partition case filled without
+ * it would drain one partition).
+ */
+export async function fill(rheo: Rheo, stream: string, count: number, chunk = 1000, offset = 0, partitions = 1): Promise<void> {
   await inChunks(count, chunk, async (start, end) => {
     const inputs = [];
-    for (let i = start; i < end; i++) inputs.push({ type: EVENT_TYPE, payload: payload(offset + i) });
+    for (let i = start; i < end; i++) inputs.push({ type: EVENT_TYPE, payload: payload(offset + i), partition: (offset + i) % partitions });
     await rheo.appendBatch(stream, inputs);
   });
 }

@@ -91,7 +91,7 @@ async function consumeRuns(ctx: BenchContext, kind: BackendKind, url: string | u
     if (!stream) {
       stream = partitions === 1 ? `consume-${kind}-${count}` : `consume-${kind}-${count}-p${partitions}`;
       await rheo.createStream(stream, { partitions });
-      await fill(rheo, stream, count);
+      await fill(rheo, stream, count, 1000, 0, partitions);
       streams.set(`${count}/${partitions}`, stream);
     }
     const group = `g${seq++}`;

@@ -84,7 +84,7 @@ async function runCases(ctx: BenchContext, rheo: Rheo, kind: Kind): Promise<void
 
     ctx.record(EMBEDDED, EMBEDDED_CASES.consumeLeases(kind), 'events/s', await drainWithConsume(rheo, { stream, group: 'leases' }, events, SETTING));
     ctx.record(EMBEDDED, EMBEDDED_CASES.consumePartitions(kind), 'events/s', await drainPartitions(rheo, stream, events));
-    ctx.record(EMBEDDED, EMBEDDED_CASES.latency(kind), 'ms', await rheoLatency(rheo, `lat${run}`, ctx.size(100, 20)));
+    ctx.record(EMBEDDED, EMBEDDED_CASES.latency(kind), 'ms', (await rheoLatency(rheo, `lat${run}`, ctx.size(100, 20))).p50);
   }
 }
 

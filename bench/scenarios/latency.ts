@@ -1,4 +1,5 @@
 import type { BenchContext } from '../lib/context.js';
+import { idleCpuPercent } from '../lib/cpu.js';
 import { graphileLatency, pgBossLatency } from '../lib/peers.js';
 import { consume, openRheo, type BackendKind } from '../lib/rheo-setup.js';
 import { now, percentile, sleep, waitUntil } from '../lib/stats.js';
@@ -46,8 +47,17 @@ export async function latencyScenario(ctx: BenchContext): Promise<void> {
   if (!ctx.pg) ctx.skip(`${LATENCY} (PostgreSQL and peers)`, 'no database');
 }
 
-function recordPercentiles(ctx: BenchContext, name: string, samples: number[]): void {
+/** The idle-CPU case of a latency case: what its consumer cost while it waited for appends. */
+export function idleCase(name: string): string {
+  return `${name}: idle consumer CPU (% of one core, ${IDLE_MS / 1000} s)`;
+}
+
+const IDLE_MS = 2_000;
+
+function recordPercentiles(ctx: BenchContext, name: string, result: number[] | { samples: number[]; idleCpu: number }): void {
+  const samples = Array.isArray(result) ? result : result.samples;
   for (const p of [50, 95, 99]) ctx.record(LATENCY, `${name} p${p}`, 'ms', percentile(samples, p));
+  if (!Array.isArray(result)) ctx.record(LATENCY, idleCase(name), '%', result.idleCpu);
 }
 
 /**
@@ -56,7 +66,7 @@ function recordPercentiles(ctx: BenchContext, name: string, samples: number[]): 
  * through PostgreSQL (NOTIFY, or its next poll) and never through the
  * backend's in-process wake-up of its own appends.
  */
-async function rheoLatency(kind: BackendKind, url: string | undefined, notify: boolean, count: number): Promise<number[]> {
+async function rheoLatency(kind: BackendKind, url: string | undefined, notify: boolean, count: number): Promise<{ samples: number[]; idleCpu: number }> {
   const rheo = await openRheo(kind, { url, notify });
   const appender = kind === 'memory' ? rheo : await openRheo(kind, { url, notify });
   const stream = `latency-${notify ? 'notify' : 'poll'}`;
@@ -78,6 +88,7 @@ async function rheoLatency(kind: BackendKind, url: string | undefined, notify: b
     });
     // Let the consumer reach its idle wait (and open its LISTEN connection) before the first append.
     await sleep(300);
+    const idleCpu = await idleCpuPercent(IDLE_MS);
     for (let i = 0; i < count; i++) {
       sentAt.set(i, now());
       await appender.append(stream, { type: EVENT_TYPE, payload: { n: i } });
@@ -85,7 +96,7 @@ async function rheoLatency(kind: BackendKind, url: string | undefined, notify: b
     }
     await waitUntil('latency handlers', () => samples.length >= count, 30_000);
     await consumer.stop();
-    return samples;
+    return { samples, idleCpu };
   } finally {
     if (appender !== rheo) await appender.close();
     await rheo.close();

@@ -5,6 +5,7 @@ import { createRheo, type Rheo } from '../../src/index.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwaway-redis.js';
 import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency } from '../lib/bullmq.js';
 import type { BenchContext } from '../lib/context.js';
+import { idleCpuPercent } from '../lib/cpu.js';
 import { consume, fill } from '../lib/rheo-setup.js';
 import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, inChunks, latencyGapMs, payload } from '../lib/workload.js';
@@ -35,6 +36,11 @@ export const REDIS_CASES = {
   bullmqCpu: 'BullMQ drain at its best concurrency: Redis CPU per job',
   bullmqLatency: 'BullMQ idle add → processor p50 (Worker concurrency 1)',
   vsBullmq: 'rheo redis consume ÷ BullMQ best drain',
+  consumeClientCpu: 'rheo redis rheo.consume: client CPU per event',
+  consume8: `rheo redis rheo.consume, 8 partitions (maxDemand ${REDIS_SETTING.maxDemand}, concurrency ${REDIS_SETTING.concurrency})`,
+  consume8ClientCpu: 'rheo redis rheo.consume, 8 partitions: client CPU per event',
+  spread: 'rheo redis rheo.consume on 8 partitions ÷ on 1',
+  idleCpu: 'rheo redis idle consumer CPU (% of one core, 2 s)',
 } as const;
 
 /**
@@ -92,15 +98,30 @@ export async function redisScenario(ctx: BenchContext): Promise<void> {
         ctx.record(REDIS, REDIS_CASES.rawDrainCpu, 'µs', ((await redisCpu(admin)) - cpu) * 1e6 / events);
 
         cpu = await redisCpu(admin);
+        let client = process.cpuUsage();
         const consumeRate = await drainWithConsume(rheo, { stream, group: 'g' }, events, REDIS_SETTING);
+        ctx.record(REDIS, REDIS_CASES.consumeClientCpu, 'µs', cpuMicros(process.cpuUsage(client)) / events);
         ctx.record(REDIS, REDIS_CASES.consume, 'events/s', consumeRate);
         ctx.record(REDIS, REDIS_CASES.consumeCpu, 'µs', ((await redisCpu(admin)) - cpu) * 1e6 / events);
         ctx.record(REDIS, REDIS_CASES.consumeRatio, 'x', consumeRate / rawDrainRate);
 
+        // The same drain spread over 8 partitions: competing consumers must not lose rate there.
+        const spread = `s8-${run}`;
+        await rheo.createStream(spread, { partitions: 8 });
+        await rheo.createGroup(spread, 'g');
+        await fill(rheo, spread, events, 1000, 0, 8);
+        client = process.cpuUsage();
+        const consume8Rate = await drainWithConsume(rheo, { stream: spread, group: 'g' }, events, REDIS_SETTING);
+        ctx.record(REDIS, REDIS_CASES.consume8ClientCpu, 'µs', cpuMicros(process.cpuUsage(client)) / events);
+        ctx.record(REDIS, REDIS_CASES.consume8, 'events/s', consume8Rate);
+        ctx.record(REDIS, REDIS_CASES.spread, 'x', consume8Rate / consumeRate);
+
         // Idle latency.
         const samples = ctx.size(200, 40);
         ctx.record(REDIS, REDIS_CASES.rawLatency, 'ms', await rawBlockLatency(url, `lat-${run}`, samples));
-        ctx.record(REDIS, REDIS_CASES.latency, 'ms', await rheoLatency(rheo, `lat-${run}`, samples));
+        const latency = await rheoLatency(rheo, `lat-${run}`, samples);
+        ctx.record(REDIS, REDIS_CASES.latency, 'ms', latency.p50);
+        ctx.record(REDIS, REDIS_CASES.idleCpu, '%', latency.idleCpu);
 
         // BullMQ: the same number of jobs, the same payload, the same server.
         let best = { rate: 0, cpu: 0 };
@@ -231,7 +252,8 @@ async function rawBlockLatency(url: string, key: string, samples: number): Promi
 }
 
 /** Idle latency from an append to its handler (median), on any backend; the embedded scenario uses it too. */
-export async function rheoLatency(rheo: Rheo, stream: string, samples: number): Promise<number> {
+/** Idle append → handler p50 (ms), and the CPU the process spent while its consumer waited idle (% of one core over 2 s). */
+export async function rheoLatency(rheo: Rheo, stream: string, samples: number): Promise<{ p50: number; idleCpu: number }> {
   await rheo.createStream(stream);
   await rheo.createGroup(stream, 'g');
   const latencies: number[] = [];
@@ -245,11 +267,16 @@ export async function rheoLatency(rheo: Rheo, stream: string, samples: number): 
   });
   // Let the producer go idle and subscribe first.
   await sleep(300);
+  const idleCpu = await idleCpuPercent(2_000);
   for (let i = 0; i < samples; i++) {
     await rheo.append(stream, { payload: { at: now() } });
     await waitUntil('rheo wake', () => latencies.length > i, 10_000, 1);
     await sleep(latencyGapMs(i));
   }
   await consumer.stop();
-  return median(latencies);
+  return { p50: median(latencies), idleCpu };
+}
+
+function cpuMicros(usage: NodeJS.CpuUsage): number {
+  return usage.user + usage.system;
 }
