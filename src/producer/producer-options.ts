@@ -1,5 +1,9 @@
-import type { RheoError } from '../core/errors.js';
+import { randomBytes } from 'node:crypto';
+import { normalizePartitions } from '../core/arguments/common.js';
+import { RheoError } from '../core/errors.js';
+import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import type { Lease } from '../core/types.js';
+import { assertName, assertString, optionalInteger } from '../core/validation.js';
 import type {
   AckEvent,
   DeadLetterEvent,
@@ -9,8 +13,9 @@ import type {
   RetryEvent,
   SettleErrorEvent,
 } from '../observability/lease-events.js';
-import type { BackoffOptions } from '../runtime/backoff.js';
-import type { FailurePolicy } from '../runtime/lease-outcome.js';
+import { resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
+import { failurePolicyOf, type FailurePolicy } from '../runtime/lease-outcome.js';
+import type { LeaseSource } from '../runtime/sources.js';
 import type { RenewSummary } from './inflight-tracker.js';
 import type { Timers } from '../runtime/timers.js';
 
@@ -124,4 +129,63 @@ export interface RheoProducerEvents<T> {
   fetched: [info: FetchedInfo];
   /** Leases fetched but never read were released during teardown. */
   released: [info: ReleasedInfo<T>];
+}
+
+/** Every option `rheo.producer()` takes; any other key is refused. */
+const PRODUCER_OPTION_KEYS = optionKeys<ProducerOptions>()(
+  'stream',
+  'group',
+  'maxDemand',
+  'minDemand',
+  'leaseMs',
+  'pollMs',
+  'consumerId',
+  'partitions',
+  'onFailure',
+  'signal',
+  'fetchBackoff',
+  'settleRetry',
+  'maxSettleBatch',
+  'timers',
+  'random',
+);
+
+/**
+ * Checks the producer's options once, at construction (the lease source
+ * validates nothing again), and fills in the defaults from `source.defaults`.
+ */
+export function resolveProducerOptions(source: LeaseSource, options: ProducerOptions) {
+  if (options === null || typeof options !== 'object') {
+    throw new RheoError('invalid_argument', 'producer options must be an object with stream and group');
+  }
+  assertKnownKeys('producer options', options, PRODUCER_OPTION_KEYS);
+  assertName('stream', options.stream);
+  assertName('group', options.group);
+  const d = source.defaults;
+  const maxDemand = optionalInteger('maxDemand', options.maxDemand, d.maxDemand, { min: 1, max: 10_000 });
+  const leaseMs = optionalInteger('leaseMs', options.leaseMs, d.leaseMs, { min: 2, max: 7 * 24 * 3600_000 });
+  const pollMs = optionalInteger('pollMs', options.pollMs, d.pollMs, { min: 1, max: 3600_000 });
+  const minDemand = optionalInteger('minDemand', options.minDemand, Math.max(1, Math.floor(maxDemand / 4)), {
+    min: 1,
+    max: maxDemand,
+  });
+  const maxSettleBatch = optionalInteger('maxSettleBatch', options.maxSettleBatch, 500, { min: 1, max: 10_000 });
+  const retry = options.settleRetry ?? {};
+  if (retry === null || typeof retry !== 'object') {
+    throw new RheoError('invalid_argument', 'settleRetry must be an object { maxRetries?, initialMs?, maxMs? }');
+  }
+  const settleRetry = {
+    maxRetries: optionalInteger('settleRetry.maxRetries', retry.maxRetries, 8, { min: 0, max: 1000 }),
+    initialMs: optionalInteger('settleRetry.initialMs', retry.initialMs, 100, { min: 1, max: 3600_000 }),
+    maxMs: optionalInteger('settleRetry.maxMs', retry.maxMs, 5_000, { min: 1, max: 3600_000 }),
+  };
+  let consumerId = `producer-${randomBytes(6).toString('hex')}`;
+  if (options.consumerId !== undefined) {
+    assertString('consumerId', options.consumerId);
+    consumerId = options.consumerId;
+  }
+  const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs) ?? { initialMs: Math.min(pollMs, 100), maxMs: 30_000 };
+  const onFailure = failurePolicyOf('producer', options.onFailure, undefined);
+  const partitions = normalizePartitions(options.partitions);
+  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff, onFailure, partitions };
 }

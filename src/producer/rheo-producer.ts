@@ -1,18 +1,23 @@
-import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
-import { randomBytes } from 'node:crypto';
+/*
+ * Past ~400 lines on purpose: one class, RheoProducer, is a Readable whose
+ * demand accounting (the inflight tracker), settle batcher, fetch loop and
+ * teardown share private state that every public method and stream hook
+ * touches; split across files, that state would be handed around in the
+ * open and the per-lease paths (push, confirm, settle) would call through
+ * it. Its options and their validation live in producer-options.ts.
+ */
 import { Readable } from 'node:stream';
 import type { Backend, FetchRequest, SettleOp } from '../core/backend.js';
 import { settleOp } from '../core/arguments.js';
-import { normalizePartitions } from '../core/arguments/common.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { JsonValue, Lease, SettleRequest } from '../core/types.js';
-import { assertName, assertString, describe, optionalInteger } from '../core/validation.js';
+import { describe } from '../core/validation.js';
 import { leaseRefOf, settleOpFor } from '../runtime/lease-ops.js';
 import type { LeaseSource } from '../runtime/sources.js';
-import { failurePolicyOf, type FailurePolicy } from '../runtime/lease-outcome.js';
-import { backoffDelay, resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
+import type { FailurePolicy } from '../runtime/lease-outcome.js';
+import { backoffDelay, type BackoffOptions } from '../runtime/backoff.js';
 import { InflightTracker } from './inflight-tracker.js';
-import type { ProducerOptions, RheoProducerEvents } from './producer-options.js';
+import { resolveProducerOptions, type ProducerOptions, type RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
 import { waitForAppend, watchAppends } from '../runtime/append-wait.js';
@@ -104,7 +109,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
    * validates nothing again.
    */
   constructor(source: LeaseSource, options: ProducerOptions) {
-    const resolved = resolveOptions(source, options);
+    const resolved = resolveProducerOptions(source, options);
     super({ objectMode: true, highWaterMark: resolved.maxDemand, signal: options.signal });
     this.stream = options.stream;
     this.group = options.group;
@@ -469,24 +474,6 @@ function asRheoError(error: unknown, what: string): RheoError {
   return new RheoError('internal', `${what} failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
 }
 
-const PRODUCER_OPTION_KEYS = optionKeys<ProducerOptions>()(
-  'stream',
-  'group',
-  'maxDemand',
-  'minDemand',
-  'leaseMs',
-  'pollMs',
-  'consumerId',
-  'partitions',
-  'onFailure',
-  'signal',
-  'fetchBackoff',
-  'settleRetry',
-  'maxSettleBatch',
-  'timers',
-  'random',
-);
-
 /** A settle the producer queued: the caller's request (reported by) and its validated store op (sent). */
 interface QueuedSettle<T extends JsonValue> {
   readonly request: SettleRequest & { lease: Lease<T> };
@@ -496,40 +483,4 @@ interface QueuedSettle<T extends JsonValue> {
 /** The release of a lease the store handed out and nobody read. */
 function releaseOpOf(lease: Lease<unknown>): SettleOp {
   return settleOpFor(lease, 'release', null, 0);
-}
-
-function resolveOptions(source: LeaseSource, options: ProducerOptions) {
-  if (options === null || typeof options !== 'object') {
-    throw new RheoError('invalid_argument', 'producer options must be an object with stream and group');
-  }
-  assertKnownKeys('producer options', options, PRODUCER_OPTION_KEYS);
-  assertName('stream', options.stream);
-  assertName('group', options.group);
-  const d = source.defaults;
-  const maxDemand = optionalInteger('maxDemand', options.maxDemand, d.maxDemand, { min: 1, max: 10_000 });
-  const leaseMs = optionalInteger('leaseMs', options.leaseMs, d.leaseMs, { min: 2, max: 7 * 24 * 3600_000 });
-  const pollMs = optionalInteger('pollMs', options.pollMs, d.pollMs, { min: 1, max: 3600_000 });
-  const minDemand = optionalInteger('minDemand', options.minDemand, Math.max(1, Math.floor(maxDemand / 4)), {
-    min: 1,
-    max: maxDemand,
-  });
-  const maxSettleBatch = optionalInteger('maxSettleBatch', options.maxSettleBatch, 500, { min: 1, max: 10_000 });
-  const retry = options.settleRetry ?? {};
-  if (retry === null || typeof retry !== 'object') {
-    throw new RheoError('invalid_argument', 'settleRetry must be an object { maxRetries?, initialMs?, maxMs? }');
-  }
-  const settleRetry = {
-    maxRetries: optionalInteger('settleRetry.maxRetries', retry.maxRetries, 8, { min: 0, max: 1000 }),
-    initialMs: optionalInteger('settleRetry.initialMs', retry.initialMs, 100, { min: 1, max: 3600_000 }),
-    maxMs: optionalInteger('settleRetry.maxMs', retry.maxMs, 5_000, { min: 1, max: 3600_000 }),
-  };
-  let consumerId = `producer-${randomBytes(6).toString('hex')}`;
-  if (options.consumerId !== undefined) {
-    assertString('consumerId', options.consumerId);
-    consumerId = options.consumerId;
-  }
-  const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs) ?? { initialMs: Math.min(pollMs, 100), maxMs: 30_000 };
-  const onFailure = failurePolicyOf('producer', options.onFailure, undefined);
-  const partitions = normalizePartitions(options.partitions);
-  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff, onFailure, partitions };
 }

@@ -1,9 +1,7 @@
 import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { Writable } from 'node:stream';
-import type { Backend, OwnedTransaction, SettleOp, SettleOutcome, TransactionClient } from '../core/backend.js';
-import { settleOp } from '../core/arguments.js';
-import { requireCapability } from '../core/capabilities.js';
-import { RheoError, invalidArgument, isRheoError } from '../core/errors.js';
+import type { OwnedTransaction, TransactionClient } from '../core/backend.js';
+import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import { BatchCollector, type FlushReason } from '../runtime/batch-collector.js';
@@ -26,6 +24,7 @@ import type { Timers } from '../runtime/timers.js';
 import type { RheoProducer } from '../producer/rheo-producer.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { WorkQueue } from '../runtime/work-queue.js';
+import { settleInTransaction, transactionOf } from './batch-transaction.js';
 import { telemetryOf, type RheoTelemetry } from '../observability/telemetry.js';
 
 interface ClosedBatch<T> {
@@ -335,7 +334,10 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
         settlements = leases.map(() => failed);
       }
     }
-    if (tx) settlements = await this.#settleInTransaction(tx, leases, settlements as Settlement[]);
+    if (tx) {
+      const sink = { signal: this.#shutdown.signal, producer: this.#producer, events: this };
+      settlements = await settleInTransaction(sink, tx, leases, settlements as Settlement[]);
+    }
     // The batch slot frees now; the settles (one coalesced call) are awaited by _final.
     const settles = Promise.all(
       leases.map((lease, i) => {
@@ -346,72 +348,6 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     const task = settles.then(() => undefined);
     this.#tasks.add(task);
     void task.finally(() => this.#tasks.delete(task));
-  }
-
-  /**
-   * Settles the batch in its transaction and commits it with the handler's
-   * writes, or rolls both back. Returns what is left to settle outside the
-   * transaction: `null` for a lease already done with (committed, lost, or
-   * left to expire after a failed commit).
-   */
-  async #settleInTransaction(tx: OwnedTransaction, leases: Lease<T>[], settlements: Settlement[]): Promise<Array<Settlement | null>> {
-    if (this.#shutdown.signal.aborted) {
-      await tx.rollback();
-      return leases.map(() => RELEASE);
-    }
-    const ops: SettleOp[] = [];
-    try {
-      for (const [i, settlement] of settlements.entries()) {
-        const lease = leases[i]!;
-        if (settlement.kind === 'ack') ops.push(settleOp({ kind: 'ack', lease }, 'ack'));
-        else if (settlement.kind === 'reject') ops.push(settleOp({ kind: 'reject', lease, reason: settlement.reason }, 'reject'));
-      }
-    } catch (error) {
-      // settleOp refuses a malformed lease (one that did not come from a
-      // fetch): the transaction must still end, or its connection stays held.
-      await tx.rollback();
-      return leases.map(() => rolledBack(`its settle failed: ${messageOf(error)}`));
-    }
-    if (ops.length < leases.length) {
-      // A retry (or an invalid outcome) in the batch: nothing of it commits.
-      await tx.rollback();
-      return settlements.map((s) => (s.kind === 'nack' || s.kind === 'release' ? s : rolledBack('another lease of the batch was retried')));
-    }
-    let answers: SettleOutcome[];
-    try {
-      answers = await tx.scope.settle(ops);
-    } catch (error) {
-      await tx.rollback();
-      return leases.map(() => rolledBack(`its settle failed: ${messageOf(error)}`));
-    }
-    const refused = answers.find((answer) => !answer.ok);
-    if (refused || answers.length !== leases.length) {
-      // A refused settle has already aborted the transaction (PostgreSQL refuses its COMMIT): roll back, as the consumer does.
-      await tx.rollback();
-      const why = refused && !refused.ok ? refused.error.message : 'the settle returned no result';
-      return leases.map((lease, i) => {
-        const answer = answers[i];
-        if (answer && !answer.ok && answer.error.code === 'stale_lease') {
-          this.#producer.confirm?.(lease.leaseId);
-          this.emit('lease-lost', { lease, error: answer.error });
-          return null;
-        }
-        return rolledBack(why);
-      });
-    }
-    try {
-      await tx.commit();
-    } catch (failure) {
-      // `ambiguous` may have committed the writes with the settles: nothing more is sent, the leases expire if it did not.
-      const error = isRheoError(failure) ? failure : new RheoError('internal', `commit failed: ${messageOf(failure)}`, { cause: failure });
-      leases.forEach((lease, i) => {
-        this.#producer.confirm?.(lease.leaseId);
-        this.emit('settle-error', { lease, op: settlements[i]!.kind, error });
-      });
-      return leases.map(() => null);
-    }
-    for (const lease of leases) this.#producer.confirm?.(lease.leaseId);
-    return leases.map(() => null);
   }
 
   /** The processor values of a batch's leases (taken out of the sink's map), or `null` when none came mapped. */
@@ -438,31 +374,4 @@ export class BatchSink<T extends JsonValue = JsonValue> extends Writable {
     this.emit('batch-error', { leases, error });
     return leases.map(() => failureSettlement(error, 'nack'));
   }
-}
-
-const RELEASE: Settlement = Object.freeze({ kind: 'release' });
-
-function rolledBack(why: string): Settlement {
-  return { kind: 'nack', reason: `rolled back with its batch: ${why}`, delayMs: 0 };
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-/** `transaction: true`: the backend's `beginTransaction`, checked at construction. */
-function transactionOf(
-  producer: { readonly backend?: Backend; readonly confirm?: unknown },
-  transaction: unknown,
-): (() => Promise<OwnedTransaction>) | null {
-  if (transaction === undefined || transaction === false) return null;
-  if (transaction !== true) throw invalidArgument(`createBatchSink: transaction must be a boolean, got ${typeof transaction}`);
-  const backend = producer.backend;
-  if (!backend || typeof producer.confirm !== 'function') {
-    throw invalidArgument('createBatchSink({ transaction: true }) needs a RheoProducer (rheo.producer(...)): it settles through its backend');
-  }
-  requireCapability(backend, 'transactions', 'createBatchSink({ transaction: true })');
-  const begin = backend.beginTransaction?.bind(backend);
-  if (!begin) throw new RheoError('unsupported', `the ${backend.name} backend has no beginTransaction()`);
-  return begin;
 }

@@ -1,37 +1,79 @@
-import type { Coalescer } from '../../core/coalescer.js';
-import type { OwnedRead, OwnedReadResult } from './ownership.js';
 import {
   receiptOf,
   type FetchRequest,
+  type GroupSpec,
   type LeaseRef,
+  type LeaseStore,
   type RenewResult,
   type SettleOp,
   type SettleOutcome,
 } from '../../core/backend.js';
-import { staleLease } from '../../core/errors.js';
+import { RheoError, staleLease } from '../../core/errors.js';
+import { checkStartScope } from '../../core/partition-scope.js';
 import type { JsonObject, JsonValue, Lease } from '../../core/types.js';
-import { groupScope, type Catalog, type GroupRef } from './catalog.js';
-import type { Database, Runner } from './connection.js';
-import type { Statements } from './statements.js';
+import { checkPartitions, groupScope, type Catalog, type GroupRef } from './catalog.js';
+import type { Runner } from './connection.js';
+import { startParams, type PostgresStore, type StoreContext } from './store.js';
 
-export interface LeaseContext {
-  db: Database;
-  sql: Statements;
-  /** The validated, quoted schema name, for statements built per call (replay by query). */
-  quotedSchema: string;
-  catalog: Catalog;
-  /** The `now` parameter: injected clock time as ISO, or null for the database clock. */
-  now(): string | null;
-  /** Fetch count per group id, for the rotating start partition. */
-  rotation: Map<number, number>;
-  /**
-   * Per group id, how many more fetches lock only part of the requested
-   * partitions because a recent fetch found a cursor held elsewhere
-   * (created on first use).
-   */
-  contention?: Map<number, number>;
-  /** Owned-partition reads waiting to share a statement (ownership.ts; created on first use). */
-  ownedReads?: Coalescer<OwnedRead, OwnedReadResult>;
+/** Groups and per-event leases on PostgreSQL: group creation, and the claim, renewal and settle statements (sql/claim.ts, sql/settle.ts). */
+export class PostgresLeases implements LeaseStore {
+  readonly #store: PostgresStore;
+
+  constructor(store: PostgresStore) {
+    this.#store = store;
+  }
+
+  async createGroup(stream: string, group: string, spec: GroupSpec): Promise<void> {
+    await this.#store.ensureSchema();
+    const s = await this.#store.catalog.stream(stream);
+    const partitions = spec.partitions ?? null;
+    if (partitions !== null) checkPartitions(s, partitions);
+    const start = startParams(s, spec.start);
+    if (spec.start.kind === 'after') {
+      checkStartScope(stream, group, spec.start.perPartition, partitions ?? Array.from({ length: s.partitions }, (_, p) => p));
+    }
+    const rows = await this.#store.db.query(
+      { action: `create group "${group}" on stream "${stream}"`, stream, group, writes: true },
+      this.#store.sql.createGroup,
+      [s.id, group, spec.maxAttempts, this.#store.now(), ...start, partitions],
+    );
+    if (rows.length === 0) {
+      throw new RheoError('already_exists', `group "${group}" already exists on stream "${stream}"`, { stream, group });
+    }
+  }
+
+  async listGroups(stream: string): Promise<string[]> {
+    await this.#store.ensureSchema();
+    const s = await this.#store.catalog.stream(stream);
+    const rows = await this.#store.db.query<{ name: string }>(
+      { action: `list groups of stream "${stream}"`, stream, writes: false },
+      this.#store.sql.listGroups,
+      [s.id],
+    );
+    return rows.map((r) => r.name);
+  }
+
+  // The hot paths call straight through once the schema is checked: no extra await per call.
+
+  fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
+    const store = this.#store;
+    const leases = store.schemaOk ? fetchLeases(store, stream, group, request) : store.ensureSchema().then(() => fetchLeases(store, stream, group, request));
+    return leases.then(async (found) => {
+      // Nothing under the cached ids: the group or stream may have been deleted (or re-created) elsewhere.
+      if (found.length > 0 || (await store.catalog.revalidate(stream, group))) return found;
+      return fetchLeases(store, stream, group, request);
+    });
+  }
+
+  renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
+    const store = this.#store;
+    return store.schemaOk ? renewLeases(store, refs, leaseMs) : store.ensureSchema().then(() => renewLeases(store, refs, leaseMs));
+  }
+
+  settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
+    const store = this.#store;
+    return store.schemaOk ? settleLeases(store, ops) : store.ensureSchema().then(() => settleLeases(store, ops));
+  }
 }
 
 /** After a fetch found a requested cursor held elsewhere, this many fetches lock half of the partitions. */
@@ -65,8 +107,8 @@ type ClaimedLease = [
  * would serialise every fetch of the group on one lock, while per-process
  * rotation is just as fair.
  */
-export async function fetchLeases(
-  ctx: LeaseContext,
+async function fetchLeases(
+  ctx: StoreContext,
   stream: string,
   group: string,
   request: FetchRequest,
@@ -170,7 +212,7 @@ function stale(ref: LeaseRef, detail: string) {
 
 const NOT_HELD = 'the delivery is not leased under this leaseId (settled, released, or expired and reclaimed)';
 
-export async function renewLeases(ctx: LeaseContext, refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
+async function renewLeases(ctx: StoreContext, refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
   const resolved = await resolveGroups(ctx.catalog, refs);
   // One row per distinct (delivery, leaseId); duplicates share its result.
   const slots = new Map<string, number>();
@@ -209,7 +251,7 @@ export async function renewLeases(ctx: LeaseContext, refs: LeaseRef[], leaseMs: 
 }
 
 /** `runner`: the pool by default, or an application's transaction (transaction.ts). */
-export async function settleLeases(ctx: LeaseContext, ops: SettleOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
+export async function settleLeases(ctx: StoreContext, ops: SettleOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
   const resolved = await resolveGroups(ctx.catalog, ops, runner);
   // Each op is judged by its own lease id. The first op per (delivery, lease
   // id) is sent; a later one with the same id finds the delivery already

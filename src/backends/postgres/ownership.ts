@@ -4,6 +4,7 @@ import type {
   HeartbeatRequest,
   MemberView,
   OwnershipFence,
+  OwnershipStore,
   SettleOutcome,
 } from '../../core/backend.js';
 import {
@@ -24,8 +25,51 @@ import { callSignals, currentCallSignal } from '../../core/call-options.js';
 import { Coalescer } from '../../core/coalescer.js';
 import { checkPartitions, type Catalog, type GroupRef } from './catalog.js';
 import { txQuery, type Queryable, type Runner } from './connection.js';
-import type { LeaseContext } from './leases.js';
 import { toEvent, type EventRow } from './rows.js';
+import type { OwnedRead, OwnedReadResult, PostgresStore, StoreContext } from './store.js';
+
+/**
+ * Partition ownership on PostgreSQL (docs/design.md#two-ways-to-consume-a-group):
+ * the steps of `core/membership.ts` applied under the group's ownership lock,
+ * and the fenced reads and offset commits (sql/ownership.ts).
+ */
+export class PostgresOwnership implements OwnershipStore {
+  readonly #store: PostgresStore;
+
+  constructor(store: PostgresStore) {
+    this.#store = store;
+  }
+
+  async heartbeat(stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+    await this.#store.ensureSchema();
+    return heartbeat(this.#store, stream, group, request);
+  }
+
+  async leaveGroup(stream: string, group: string, memberId: string): Promise<void> {
+    await this.#store.ensureSchema();
+    await leaveGroup(this.#store, stream, group, memberId);
+  }
+
+  async releasePartitions(fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+    await this.#store.ensureSchema();
+    return releasePartitions(this.#store, fences);
+  }
+
+  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+    await this.#store.ensureSchema();
+    return readOwned(this.#store, fence, after, limit, maxBytes);
+  }
+
+  async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    await this.#store.ensureSchema();
+    return commit(this.#store, ops);
+  }
+
+  async members(stream: string, group: string): Promise<GroupMembership> {
+    await this.#store.ensureSchema();
+    return members(this.#store, stream, group);
+  }
+}
 
 /** Idle limit of a heartbeat's or leave's transaction, which holds the group's ownership lock. */
 export const GROUP_LOCK_IDLE_MS = 5_000;
@@ -47,7 +91,7 @@ function label(g: GroupRef, action: string) {
  * Locks the group, refuses beside live leases when asked to, and loads its
  * membership with the owner rows locked (sql/ownership.ts).
  */
-async function load(ctx: LeaseContext, tx: Queryable, g: GroupRef, refuseLeased: boolean): Promise<Loaded> {
+async function load(ctx: StoreContext, tx: Queryable, g: GroupRef, refuseLeased: boolean): Promise<Loaded> {
   // The group lock below stops every heartbeat of the group until this
   // transaction ends: a member frozen in the middle of it (SIGSTOP, a long
   // pause) must not stall the others for good, so the server ends it once
@@ -65,7 +109,7 @@ async function load(ctx: LeaseContext, tx: Queryable, g: GroupRef, refuseLeased:
   return { state: { groupGeneration: lock.generation, members, slots }, nowMs: lock.now_ms, before: new Set(members.keys()) };
 }
 
-async function write(ctx: LeaseContext, tx: Queryable, g: GroupRef, loaded: Loaded, report: StepReport, refreshed: string | null): Promise<void> {
+async function write(ctx: StoreContext, tx: Queryable, g: GroupRef, loaded: Loaded, report: StepReport, refreshed: string | null): Promise<void> {
   const { state, before } = loaded;
   const upsert = refreshed === null ? [] : [refreshed];
   const removed = [...before].filter((m) => !state.members.has(m));
@@ -88,7 +132,7 @@ async function write(ctx: LeaseContext, tx: Queryable, g: GroupRef, loaded: Load
   if (changed.length > 0) await txQuery(tx, ctx.sql.explodeGroup, [g.id, changed]);
 }
 
-export async function heartbeat(ctx: LeaseContext, stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
+async function heartbeat(ctx: StoreContext, stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
   const g = await ctx.catalog.group(stream, group);
   assertWholeStreamGroup(g.stream.name, g.name, g.partitions, g.stream.partitions);
   return ctx.db.transaction(label(g, `heartbeat of member "${request.memberId}"`), async (tx) => {
@@ -105,7 +149,7 @@ export async function heartbeat(ctx: LeaseContext, stream: string, group: string
   });
 }
 
-export async function leaveGroup(ctx: LeaseContext, stream: string, group: string, memberId: string): Promise<void> {
+async function leaveGroup(ctx: StoreContext, stream: string, group: string, memberId: string): Promise<void> {
   const g = await ctx.catalog.group(stream, group);
   await ctx.db.transaction(label(g, `leave of member "${memberId}"`), async (tx) => {
     const loaded = await load(ctx, tx, g, false);
@@ -130,7 +174,7 @@ async function groupsOf(catalog: Catalog, items: OwnershipFence[], runner?: Runn
   return out;
 }
 
-export async function releasePartitions(ctx: LeaseContext, fences: OwnershipFence[]): Promise<SettleOutcome[]> {
+async function releasePartitions(ctx: StoreContext, fences: OwnershipFence[]): Promise<SettleOutcome[]> {
   const groups = await groupsOf(ctx.catalog, fences);
   const sent = fences.flatMap((f, i) => (groups[i] ? [{ f, g: groups[i]!, i }] : []));
   const applied = new Set<number>();
@@ -145,19 +189,7 @@ export async function releasePartitions(ctx: LeaseContext, fences: OwnershipFenc
   return fences.map((f, i) => (applied.has(i) ? { ok: true as const } : { ok: false as const, error: staleGeneration(f) }));
 }
 
-/** One range read of an owned partition, resolved against the catalog. */
-export interface OwnedRead {
-  g: GroupRef;
-  fence: OwnershipFence;
-  after: number;
-  limit: number;
-  maxBytes: number;
-}
-
-/** The events of a read, or `null` when its fence is stale. */
-export type OwnedReadResult = RheoEvent[] | null;
-
-export async function readOwned(ctx: LeaseContext, fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+async function readOwned(ctx: StoreContext, fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
   const g = await ctx.catalog.group(fence.stream, fence.group);
   checkPartitions(g.stream, [fence.partition]);
   const read: OwnedRead = { g, fence, after, limit, maxBytes };
@@ -174,14 +206,14 @@ export async function readOwned(ctx: LeaseContext, fence: OwnershipFence, after:
  * go out as one statement while another is in flight: one round trip and
  * one connection instead of one per partition.
  */
-function ownedReads(ctx: LeaseContext): Coalescer<OwnedRead, OwnedReadResult> {
+function ownedReads(ctx: StoreContext): Coalescer<OwnedRead, OwnedReadResult> {
   // Sent outside the async context of whichever call happened to start the
   // round: no caller's signal may cancel a statement the others share.
   ctx.ownedReads ??= new Coalescer((reads: OwnedRead[]) => callSignals.exit(() => readOwnedBatch(ctx, reads)), { maxBatch: 64 });
   return ctx.ownedReads;
 }
 
-export async function readOwnedBatch(ctx: LeaseContext, reads: OwnedRead[]): Promise<OwnedReadResult[]> {
+async function readOwnedBatch(ctx: StoreContext, reads: OwnedRead[]): Promise<OwnedReadResult[]> {
   const first = reads[0]!;
   const rows = await ctx.db.query<EventRow & { i: number; fenced: boolean }>(
     {
@@ -236,7 +268,7 @@ function alreadyCommitted(op: CommitOp): RheoError {
  * ends, so an ownership change of the partition waits for it and the
  * handler's writes commit with the offset or not at all.
  */
-export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner = ctx.db, held?: HeldCommit): Promise<SettleOutcome[]> {
+export async function commit(ctx: StoreContext, ops: CommitOp[], runner: Runner = ctx.db, held?: HeldCommit): Promise<SettleOutcome[]> {
   // A cache miss is looked up on the same runner: a transaction never waits for a second pooled connection.
   const groups = await groupsOf(ctx.catalog, ops, runner);
   const sent = ops.flatMap((op, i) => (groups[i] ? [{ op, g: groups[i]!, i }] : []));
@@ -279,7 +311,7 @@ export async function commit(ctx: LeaseContext, ops: CommitOp[], runner: Runner 
   });
 }
 
-export async function members(ctx: LeaseContext, stream: string, group: string): Promise<GroupMembership> {
+async function members(ctx: StoreContext, stream: string, group: string): Promise<GroupMembership> {
   const g = await ctx.catalog.group(stream, group);
   const [row] = await ctx.db.query<{ generation: number | null; members: Array<[string, number]>; slots: Array<[number, string | null, string | null]> }>(
     { action: `members of group "${g.name}" on stream "${g.stream.name}"`, stream, group, writes: false },

@@ -1,12 +1,53 @@
-import type { RetentionPolicy, TrimReport, TrimRequest } from '../../core/backend.js';
-import { groupNotFound, streamNotFound } from '../../core/errors.js';
+import type { RetentionPolicy, RetentionStore, TrimReport, TrimRequest } from '../../core/backend.js';
+import { groupNotFound, isRheoError, streamNotFound } from '../../core/errors.js';
 import type { StreamRef } from './catalog.js';
 import { txQuery, type Queryable, type StatementContext } from './connection.js';
-import type { LeaseContext } from './leases.js';
 import type { SegmentRoller } from './segments.js';
 import type { RetentionStatements } from './sql/retention.js';
+import type { PostgresStore, StoreContext } from './store.js';
 
-export interface RetentionContext extends LeaseContext {
+/** Retention and deletion on PostgreSQL (capability `retention`): policies, trims, and the deletion of groups and streams. */
+export class PostgresRetention implements RetentionStore {
+  readonly #store: PostgresStore;
+
+  constructor(store: PostgresStore) {
+    this.#store = store;
+  }
+
+  async setRetention(stream: string, retention: RetentionPolicy | null): Promise<void> {
+    await this.#store.ensureSchema();
+    await setRetention(this.#store, stream, retention);
+  }
+
+  async trim(stream: string, request: TrimRequest): Promise<TrimReport> {
+    await this.#store.ensureSchema();
+    // The background trimmer also finishes purging streams whose deleting process died.
+    if (request.skipIfBusy) await purgeLeftovers(this.#store);
+    const s = await this.#store.catalog.stream(stream);
+    try {
+      return await trimStream(this.#store, s, request);
+    } catch (error) {
+      if (isRheoError(error, 'stream_not_found')) this.#store.catalog.forgetStream(stream);
+      throw error;
+    }
+  }
+
+  async deleteGroup(stream: string, group: string): Promise<void> {
+    await this.#store.ensureSchema();
+    const g = await this.#store.catalog.group(stream, group);
+    this.#store.catalog.forgetGroup(stream, group);
+    await deleteGroup(this.#store, stream, group, g.id);
+  }
+
+  async deleteStream(stream: string): Promise<void> {
+    await this.#store.ensureSchema();
+    this.#store.catalog.forgetStream(stream);
+    await deleteStream(this.#store, stream);
+    this.#store.listener.wake(stream);
+  }
+}
+
+interface RetentionContext extends StoreContext {
   readonly retention: RetentionStatements;
   readonly schema: string;
   readonly segments: SegmentRoller;
@@ -44,7 +85,7 @@ const PURGE_BATCH = 10_000;
  * either way; those dead rows go when their segment is dropped later.
  * Sequences are gapless, so `deleted` is the number of sequences passed.
  */
-export async function trimStream(ctx: RetentionContext, stream: StreamRef, request: TrimRequest): Promise<TrimReport> {
+async function trimStream(ctx: RetentionContext, stream: StreamRef, request: TrimRequest): Promise<TrimReport> {
   const r = ctx.retention;
   const explicit = request.before !== null || request.keep !== null;
   const label = { stream: stream.name, writes: true };
@@ -140,7 +181,7 @@ async function forgetUnsettled(
     .sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : a.partition - b.partition));
 }
 
-export async function setRetention(ctx: RetentionContext, stream: string, policy: RetentionPolicy | null): Promise<void> {
+async function setRetention(ctx: RetentionContext, stream: string, policy: RetentionPolicy | null): Promise<void> {
   const rows = await ctx.db.query(
     { action: `set the retention of stream "${stream}"`, stream, writes: true },
     ctx.retention.setRetention,
@@ -149,7 +190,7 @@ export async function setRetention(ctx: RetentionContext, stream: string, policy
   if (rows.length === 0) throw streamNotFound(stream);
 }
 
-export async function deleteGroup(ctx: RetentionContext, stream: string, group: string, groupId: number): Promise<void> {
+async function deleteGroup(ctx: RetentionContext, stream: string, group: string, groupId: number): Promise<void> {
   const rows = await ctx.db.transaction(
     { action: `delete group "${group}" of stream "${stream}"`, stream, group, writes: true },
     (tx) => txQuery(tx, ctx.retention.deleteGroup, [groupId]),
@@ -162,7 +203,7 @@ export async function deleteGroup(ctx: RetentionContext, stream: string, group: 
  * bounded batches (each its own statement) so a large stream never holds one
  * long transaction.
  */
-export async function deleteStream(ctx: RetentionContext, stream: string): Promise<void> {
+async function deleteStream(ctx: RetentionContext, stream: string): Promise<void> {
   const rows = await ctx.db.transaction({ action: `delete stream "${stream}"`, stream, writes: true }, (tx) =>
     txQuery<{ id: number }>(tx, ctx.retention.deleteStream, [stream]),
   );
@@ -185,7 +226,7 @@ async function purgeStream(ctx: RetentionContext, streamId: number, name: string
 }
 
 /** One batch of the events of a stream deleted by a process that died before purging them. */
-export async function purgeLeftovers(ctx: RetentionContext): Promise<void> {
+async function purgeLeftovers(ctx: RetentionContext): Promise<void> {
   const [row] = await ctx.db.query<{ stream_id: number }>(
     { action: 'look for deleted streams to purge', writes: false },
     ctx.retention.nextPurge,

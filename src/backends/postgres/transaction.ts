@@ -9,14 +9,15 @@ import type {
   TransactionClient,
   TransactionScope,
 } from '../../core/backend.js';
-import { RheoError } from '../../core/errors.js';
-import { appendEvents, type AppendTarget } from './append.js';
+import { RheoError, invalidArgument } from '../../core/errors.js';
+import { appendEvents, type AppendTarget } from './log.js';
 import type { Catalog } from './catalog.js';
 import { TYPES, asError, brokenConnection, type CheckedOut, type Runner, type StatementContext } from './connection.js';
 import { classifyError, sqlState } from './errors.js';
-import { settleLeases, type LeaseContext } from './leases.js';
+import { settleLeases } from './leases.js';
 import { commit as commitOffsets } from './ownership.js';
 import type { PreparedText } from './statements.js';
+import type { StoreContext } from './store.js';
 
 /** The pg client surface rheo really calls: a config object with pinned type parsers. */
 interface ConfigQueryable {
@@ -79,7 +80,7 @@ export const HELD_OWNER_IDLE_MS = 5_000;
 
 /** What a scope needs from its backend. */
 export interface ScopeDeps {
-  ctx: LeaseContext;
+  ctx: StoreContext;
   catalog: Catalog;
   target: Omit<AppendTarget, 'runner' | 'inTransaction'>;
   ensureSchema(): Promise<void>;
@@ -203,4 +204,33 @@ export class PostgresOwnedTransaction implements OwnedTransaction {
       this.#held.release(asError(error));
     }
   }
+}
+
+/**
+ * Binds append and settle to `client`, a `pg` client (`pg.Client` or a
+ * checked-out `pg.PoolClient`) on which the application ran BEGIN. See
+ * PostgresTransactionScope for what the locks taken there mean for other callers.
+ */
+export function openTransactionScope(client: TransactionClient, deps: ScopeDeps): PostgresTransactionScope {
+  if (client === null || typeof client !== 'object' || typeof (client as { query?: unknown }).query !== 'function') {
+    throw invalidArgument('transaction expects a pg client (pg.Client or a checked-out pg.PoolClient) with a transaction begun on it');
+  }
+  return new PostgresTransactionScope(client, deps);
+}
+
+/** BEGIN on a connection of rheo's pool; commit() or rollback() gives it back, and `onCommit` hears the streams appended to. */
+export async function beginOwnedTransaction(
+  deps: ScopeDeps,
+  onCommit: (streams: ReadonlySet<string>) => void,
+): Promise<PostgresOwnedTransaction> {
+  await deps.ensureSchema();
+  const ctx = { action: 'begin a transaction', writes: false };
+  const held = await deps.ctx.db.connect(ctx);
+  try {
+    await held.connection.query('BEGIN');
+  } catch (error) {
+    held.release(asError(error));
+    throw classifyError(error, { ...ctx, sent: true });
+  }
+  return new PostgresOwnedTransaction(held, deps, onCommit);
 }

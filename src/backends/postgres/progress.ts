@@ -1,20 +1,67 @@
-import type { GroupStart, NormalizedReplay } from '../../core/backend.js';
+import type { GroupStart, GroupStorageStats, NormalizedReplay, ProgressStore } from '../../core/backend.js';
 import { RheoError, invalidArgument } from '../../core/errors.js';
-import type { DeadLetter, LagReport, PartitionLag } from '../../core/types.js';
 import { checkStartScope } from '../../core/partition-scope.js';
-import { checkPartitions, groupScope, type GroupRef, type StreamRef } from './catalog.js';
+import type { DeadLetter, GroupInfo, LagReport, PartitionLag } from '../../core/types.js';
+import { groupScope, type GroupRef } from './catalog.js';
+import { txQuery } from './connection.js';
+import { toEvent, type EventRow } from './rows.js';
 import { reopenSql } from './sql/groups.js';
 import { buildReplayQuery } from './sql/query.js';
-import { txQuery } from './connection.js';
-import type { LeaseContext } from './leases.js';
-import { toEvent, type EventRow } from './rows.js';
+import { startParams, type PostgresStore, type StoreContext } from './store.js';
 
-/** Bound parameters for a group start: [after, override partitions, override cursors, at]. */
-export function startParams(stream: StreamRef, start: GroupStart): [number, number[], number[], string | null] {
-  if (start.kind === 'at') return [0, [], [], start.at.toISOString()];
-  const keys = Object.keys(start.perPartition).map(Number);
-  checkPartitions(stream, keys);
-  return [start.after, keys, keys.map((k) => start.perPartition[k] ?? start.after), null];
+/** A group's progress on PostgreSQL: lag and counts, replay, reset, dead letters and their redrive (sql/groups.ts). */
+export class PostgresProgress implements ProgressStore {
+  readonly #store: PostgresStore;
+
+  constructor(store: PostgresStore) {
+    this.#store = store;
+  }
+
+  async lag(stream: string, group: string, partitions: number[] | null = null): Promise<LagReport> {
+    await this.#store.ensureSchema();
+    return lagReport(this.#store, await this.#store.catalog.group(stream, group), partitions);
+  }
+
+  async replay(stream: string, group: string, spec: NormalizedReplay, partitions: number[] | null): Promise<void> {
+    await this.#store.ensureSchema();
+    await replayGroup(this.#store, await this.#store.catalog.group(stream, group), spec, partitions);
+  }
+
+  async resetGroup(stream: string, group: string, start: GroupStart, partitions: number[] | null = null): Promise<void> {
+    await this.#store.ensureSchema();
+    await resetGroup(this.#store, await this.#store.catalog.group(stream, group), start, partitions);
+  }
+
+  async groupInfo(stream: string, group: string): Promise<GroupInfo> {
+    await this.#store.ensureSchema();
+    const g = await this.#store.catalog.group(stream, group);
+    const lag = await lagReport(this.#store, g);
+    // Totals are the partitions' sums, so the two always agree.
+    const partitions = await partitionCounts(this.#store, g);
+    let inflight = 0;
+    let deadLetters = 0;
+    for (const c of Object.values(partitions)) {
+      inflight += c.inflight;
+      deadLetters += c.deadLetters;
+    }
+    return { stream, group, maxAttempts: g.maxAttempts, lag, inflight, deadLetters, partitions };
+  }
+
+  async deadLetters(stream: string, group: string, limit: number, after: string | null, maxBytes: number): Promise<DeadLetter[]> {
+    await this.#store.ensureSchema();
+    return listDeadLetters(this.#store, await this.#store.catalog.group(stream, group), limit, after, maxBytes);
+  }
+
+  async redrive(stream: string, group: string, eventIds: string[] | null): Promise<number> {
+    await this.#store.ensureSchema();
+    return redrive(this.#store, await this.#store.catalog.group(stream, group), eventIds);
+  }
+
+  async storageStats(stream: string, group: string): Promise<GroupStorageStats> {
+    await this.#store.ensureSchema();
+    const counts = await groupCounts(this.#store, await this.#store.catalog.group(stream, group));
+    return { deliveries: counts.deliveries, deadLetters: counts.dead_letters };
+  }
 }
 
 interface LagRow {
@@ -26,7 +73,7 @@ interface LagRow {
   low_watermark: number;
 }
 
-export async function lagReport(ctx: LeaseContext, g: GroupRef, only: number[] | null = null): Promise<LagReport> {
+async function lagReport(ctx: StoreContext, g: GroupRef, only: number[] | null = null): Promise<LagReport> {
   const rows = await ctx.db.query<LagRow>(
     { action: `lag of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: false },
     ctx.sql.lag,
@@ -50,14 +97,14 @@ export async function lagReport(ctx: LeaseContext, g: GroupRef, only: number[] |
   return { stream: g.stream.name, group: g.name, lag: total, partitions };
 }
 
-export interface GroupCounts {
+interface GroupCounts {
   deliveries: number;
   inflight: number;
   dead_letters: number;
 }
 
-export async function partitionCounts(
-  ctx: LeaseContext,
+async function partitionCounts(
+  ctx: StoreContext,
   g: GroupRef,
 ): Promise<Record<number, { inflight: number; deadLetters: number }>> {
   const rows = await ctx.db.query<{ partition: number; inflight: string | number; dead_letters: string | number }>(
@@ -68,7 +115,7 @@ export async function partitionCounts(
   return Object.fromEntries(rows.map((r) => [r.partition, { inflight: Number(r.inflight), deadLetters: Number(r.dead_letters) }]));
 }
 
-export async function groupCounts(ctx: LeaseContext, g: GroupRef): Promise<GroupCounts> {
+async function groupCounts(ctx: StoreContext, g: GroupRef): Promise<GroupCounts> {
   const [row] = await ctx.db.query<GroupCounts>(
     { action: `count state of group "${g.name}"`, stream: g.stream.name, group: g.name, writes: false },
     ctx.sql.counts,
@@ -82,8 +129,8 @@ export async function groupCounts(ctx: LeaseContext, g: GroupRef): Promise<Group
  * (in partition order, like fetch), so they queue behind in-flight claims and
  * their later statements see every committed claim.
  */
-export async function replayGroup(
-  ctx: LeaseContext,
+async function replayGroup(
+  ctx: StoreContext,
   g: GroupRef,
   spec: NormalizedReplay,
   partitions: number[] | null,
@@ -154,7 +201,7 @@ export async function replayGroup(
   });
 }
 
-export async function resetGroup(ctx: LeaseContext, g: GroupRef, start: GroupStart, partitions: number[] | null = null): Promise<void> {
+async function resetGroup(ctx: StoreContext, g: GroupRef, start: GroupStart, partitions: number[] | null = null): Promise<void> {
   const scope = groupScope(g, partitions);
   const params = startParams(g.stream, start);
   if (start.kind === 'after') checkStartScope(g.stream.name, g.name, start.perPartition, scope);
@@ -176,8 +223,8 @@ interface DeadLetterRow extends EventRow {
   dead_lettered_at_ms: number;
 }
 
-export async function listDeadLetters(
-  ctx: LeaseContext,
+async function listDeadLetters(
+  ctx: StoreContext,
   g: GroupRef,
   limit: number,
   after: string | null,
@@ -210,7 +257,7 @@ export async function listDeadLetters(
   }));
 }
 
-export async function redrive(ctx: LeaseContext, g: GroupRef, eventIds: string[] | null): Promise<number> {
+async function redrive(ctx: StoreContext, g: GroupRef, eventIds: string[] | null): Promise<number> {
   const [row] = await ctx.db.query<{ moved: number }>(
     { action: `redrive dead letters of group "${g.name}" on stream "${g.stream.name}"`, stream: g.stream.name, group: g.name, writes: true },
     ctx.sql.redrive,
