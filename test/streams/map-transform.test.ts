@@ -27,12 +27,16 @@ const sequences = (out: Array<Mapped<Tick, number>>): number[] => out.map((m) =>
 describe('map transform: options', () => {
   it('refuses options without a map function, and a concurrency out of 1..10000', () => {
     const map = (): number => 1;
-    for (const options of [null, 3, {}, { map: 'x' }]) {
+    // A function is not an options object, even one that carries a `map`.
+    const fn = Object.assign(() => 1, { map });
+    for (const options of [null, 3, {}, { map: 'x' }, fn]) {
       const error = thrown(() => createMapTransform(options as never));
       expect(error.code).toBe('invalid_argument');
       expect(error.message).toMatch(/createMapTransform expects/);
     }
     for (const concurrency of [0, 10_001, 1.5]) expect(thrown(() => createMapTransform({ map, concurrency })).code).toBe('invalid_argument');
+    expect(thrown(() => createMapTransform({ map, concurrency: 0 })).message).toMatch(/^concurrency must be an integer/);
+    expect(thrown(() => createMapTransform({ map, onFailure: 'drop' as never })).message).toMatch(/^createMapTransform: onFailure must be/);
     expect(createMapTransform({ map }).concurrency).toBe(1);
     expect(createMapTransform({ map, concurrency: 10_000 }).concurrency).toBe(10_000);
   });
@@ -88,7 +92,8 @@ describe('map transform: the end of the stream', () => {
 
   it('ends only after every map in flight has passed its value on, in order', async () => {
     const { calls, map } = heldMap();
-    const stage = createMapTransform<Tick, number>({ map, concurrency: 2 });
+    // Concurrency 3: both writes are taken at once, so the stream's end reaches the stage while both maps run.
+    const stage = createMapTransform<Tick, number>({ map, concurrency: 3 });
     const out: Array<Mapped<Tick, number>> = [];
     const errors: unknown[] = [];
     stage.on('data', (m: Mapped<Tick, number>) => out.push(m));

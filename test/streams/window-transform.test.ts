@@ -60,7 +60,9 @@ describe('window transform: options', () => {
 
   it('refuses options without a producer or a trigger function', () => {
     const producer = new FakeSettler().settler;
-    for (const options of [null, 3, { producer }, { trigger }, { producer, trigger: 'x' }, { producer: null, trigger, every: 1 }]) {
+    // A function is not an options object, even one that carries the options' fields.
+    const fn = Object.assign(() => 1, { producer, trigger, every: 1 });
+    for (const options of [null, 3, { producer }, { trigger }, { producer, trigger: 'x' }, { producer: null, trigger, every: 1 }, fn]) {
       const error = thrown(() => createWindowTransform(options as never));
       expect(error.code).toBe('invalid_argument');
       expect(error.message).toMatch(/createWindowTransform expects/);
@@ -96,6 +98,8 @@ describe('window transform: options', () => {
     expect(thrown(() => createWindowTransform({ producer, trigger, everyMs: 100, key: 'k' as never })).message).toMatch(/key must be a function/);
     expect(thrown(() => createWindowTransform({ producer, trigger, every: 2, key: () => 'k' })).message).toMatch(/need everyMs/);
     expect(thrown(() => createWindowTransform({ producer, trigger, every: 2, stages: 2 })).message).toMatch(/stages needs key/);
+    expect(thrown(() => createWindowTransform({ producer, trigger, everyMs: 100, key: () => 'k', stages: 0 })).message).toMatch(/^stages must be an integer/);
+    expect(thrown(() => createWindowTransform({ producer, trigger, every: 2, onFailure: 'drop' as never })).message).toMatch(/^createWindowTransform: onFailure must be/);
     expect(() => createWindowTransform({ producer, trigger, every: 2, stages: 1 })).not.toThrow();
     expect(() => createWindowTransform({ producer, trigger, everyMs: 100, key: () => 'k', stages: 1000 })).not.toThrow();
   });
