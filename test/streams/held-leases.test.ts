@@ -8,7 +8,7 @@ import { createRateLimit, type RateLimitOptions } from '../../src/transforms/rat
 import { leaseOfItem, releaseHeld } from '../../src/transforms/release-held.js';
 import { FakeSettler, fakeLease } from '../support/fake-settler.js';
 import { thrown } from '../support/thrown.js';
-import { deferred, settleQueued } from './support/deferred.js';
+import { deferred, settleQueued } from '../support/deferred.js';
 import { ManualTimers } from './support/manual-timers.js';
 import { until } from './support/wait.js';
 

@@ -9,7 +9,7 @@ import {
 import type { Mapped } from '../../src/transforms/map-transform.js';
 import { FakeSettler, fakeLease } from '../support/fake-settler.js';
 import { thrown } from '../support/thrown.js';
-import { deferred, settleQueued, type Deferred } from './support/deferred.js';
+import { deferred, settleQueued, type Deferred } from '../support/deferred.js';
 import { until } from './support/wait.js';
 
 type Tick = { n: number };

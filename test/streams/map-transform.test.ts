@@ -4,7 +4,7 @@ import { rejectLease } from '../../src/runtime/lease-outcome.js';
 import { createMapTransform, type Mapped, type MapTransformOptions } from '../../src/transforms/map-transform.js';
 import { FakeSettler, fakeLease } from '../support/fake-settler.js';
 import { thrown } from '../support/thrown.js';
-import { deferred, settleQueued, type Deferred } from './support/deferred.js';
+import { deferred, settleQueued, type Deferred } from '../support/deferred.js';
 import { until } from './support/wait.js';
 
 type Tick = { n: number };

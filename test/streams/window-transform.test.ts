@@ -9,7 +9,7 @@ import {
 } from '../../src/transforms/window-transform.js';
 import { FakeSettler, fakeLease, type FakeProducer } from '../support/fake-settler.js';
 import { thrown } from '../support/thrown.js';
-import { deferred, settleQueued, type Deferred } from './support/deferred.js';
+import { deferred, settleQueued, type Deferred } from '../support/deferred.js';
 import { ManualTimers } from './support/manual-timers.js';
 import { until } from './support/wait.js';
 
