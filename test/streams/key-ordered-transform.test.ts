@@ -55,6 +55,7 @@ describe('key-ordered transform: options and keys', () => {
     for (const concurrency of [0, 10_001, 1.5]) expect(thrown(() => createKeyOrderedTransform({ map, concurrency })).code).toBe('invalid_argument');
     expect(thrown(() => createKeyOrderedTransform({ map, concurrency: 0 })).message).toMatch(/^concurrency must be an integer/);
     expect(thrown(() => createKeyOrderedTransform({ map, onFailure: 'drop' as never })).message).toMatch(/^createKeyOrderedTransform: onFailure must be/);
+    expect(thrown(() => createKeyOrderedTransform({ map, concurency: 2 } as never)).message).toMatch(/^createKeyOrderedTransform options: unknown option "concurency"/);
     expect(createKeyOrderedTransform({ map }).concurrency).toBe(1);
     expect(createKeyOrderedTransform({ map, concurrency: 10_000 }).concurrency).toBe(10_000);
   });

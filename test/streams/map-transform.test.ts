@@ -37,6 +37,7 @@ describe('map transform: options', () => {
     for (const concurrency of [0, 10_001, 1.5]) expect(thrown(() => createMapTransform({ map, concurrency })).code).toBe('invalid_argument');
     expect(thrown(() => createMapTransform({ map, concurrency: 0 })).message).toMatch(/^concurrency must be an integer/);
     expect(thrown(() => createMapTransform({ map, onFailure: 'drop' as never })).message).toMatch(/^createMapTransform: onFailure must be/);
+    expect(thrown(() => createMapTransform({ map, concurency: 2 } as never)).message).toMatch(/^createMapTransform options: unknown option "concurency"/);
     expect(createMapTransform({ map }).concurrency).toBe(1);
     expect(createMapTransform({ map, concurrency: 10_000 }).concurrency).toBe(10_000);
   });

@@ -100,6 +100,7 @@ describe('window transform: options', () => {
     expect(thrown(() => createWindowTransform({ producer, trigger, every: 2, stages: 2 })).message).toMatch(/stages needs key/);
     expect(thrown(() => createWindowTransform({ producer, trigger, everyMs: 100, key: () => 'k', stages: 0 })).message).toMatch(/^stages must be an integer/);
     expect(thrown(() => createWindowTransform({ producer, trigger, every: 2, onFailure: 'drop' as never })).message).toMatch(/^createWindowTransform: onFailure must be/);
+    expect(thrown(() => createWindowTransform({ producer, trigger, every: 2, evry: 3 } as never)).message).toMatch(/^createWindowTransform options: unknown option "evry"/);
     expect(() => createWindowTransform({ producer, trigger, every: 2, stages: 1 })).not.toThrow();
     expect(() => createWindowTransform({ producer, trigger, everyMs: 100, key: () => 'k', stages: 1000 })).not.toThrow();
   });
