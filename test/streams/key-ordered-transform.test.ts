@@ -8,7 +8,6 @@ import {
 } from '../../src/transforms/key-ordered-transform.js';
 import type { Mapped } from '../../src/transforms/map-transform.js';
 import { FakeSettler, fakeLease } from '../support/fake-settler.js';
-import { thrown } from '../support/thrown.js';
 import { deferred, settleQueued, type Deferred } from '../support/deferred.js';
 import { until } from './support/wait.js';
 
@@ -43,23 +42,6 @@ function heldMap(): { calls: HeldCall[]; map: KeyOrderedTransformOptions<Tick, s
 const call = (calls: HeldCall[], sequence: number): HeldCall => calls.find((c) => c.lease.event.sequence === sequence)!;
 
 describe('key-ordered transform: options and keys', () => {
-  it('refuses options without a map function, and a concurrency out of 1..10000', () => {
-    const map = (): string => 'v';
-    // A function is not an options object, even one that carries a `map`.
-    const fn = Object.assign(() => 1, { map });
-    for (const options of [null, 3, {}, { map: 'x' }, fn]) {
-      const error = thrown(() => createKeyOrderedTransform(options as never));
-      expect(error.code).toBe('invalid_argument');
-      expect(error.message).toMatch(/createKeyOrderedTransform expects/);
-    }
-    for (const concurrency of [0, 10_001, 1.5]) expect(thrown(() => createKeyOrderedTransform({ map, concurrency })).code).toBe('invalid_argument');
-    expect(thrown(() => createKeyOrderedTransform({ map, concurrency: 0 })).message).toMatch(/^concurrency must be an integer/);
-    expect(thrown(() => createKeyOrderedTransform({ map, onFailure: 'drop' as never })).message).toMatch(/^createKeyOrderedTransform: onFailure must be/);
-    expect(thrown(() => createKeyOrderedTransform({ map, concurency: 2 } as never)).message).toMatch(/^createKeyOrderedTransform options: unknown option "concurency"/);
-    expect(createKeyOrderedTransform({ map }).concurrency).toBe(1);
-    expect(createKeyOrderedTransform({ map, concurrency: 10_000 }).concurrency).toBe(10_000);
-  });
-
   it('keys a lease by its event key, else by its partition', () => {
     expect(defaultLeaseKey(keyed(1, 'user-7'))).toBe('key:user-7');
     expect(defaultLeaseKey(keyed(1, null, 3))).toBe('partition:3');
@@ -170,32 +152,6 @@ describe('key-ordered transform: scheduling', () => {
 });
 
 describe('key-ordered transform: a map that throws', () => {
-  it('without a producer fails the stream with the error thrown', async () => {
-    const boom = new Error('bad payload');
-    const stage = createKeyOrderedTransform<Tick, string>({
-      map: () => {
-        throw boom;
-      },
-    });
-    const handlerErrors: unknown[] = [];
-    stage.on('handler-error', (info) => handlerErrors.push(info));
-    const failed = new Promise((resolve) => stage.on('error', resolve));
-    stage.write(keyed(1, 'k'));
-    expect(await failed).toBe(boom);
-    expect(handlerErrors).toEqual([]);
-  });
-
-  it('without a producer turns a thrown non-error into an Error', async () => {
-    const stage = createKeyOrderedTransform<Tick, string>({
-      map: () => Promise.reject('not an error object'),
-    });
-    const failed = new Promise<unknown>((resolve) => stage.on('error', resolve));
-    stage.write(keyed(1, 'k'));
-    const error = await failed;
-    expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toBe('not an error object');
-  });
-
   it('with a producer settles the lease by the failure policy, reports it, and frees its key', async () => {
     const settler = new FakeSettler();
     const boom = new Error('bad payload');
@@ -235,24 +191,6 @@ describe('key-ordered transform: a map that throws', () => {
 });
 
 describe('key-ordered transform: destroy', () => {
-  it('aborts the signal of the maps in flight, with the error or its own', async () => {
-    const plain = heldMap();
-    const stage = createKeyOrderedTransform<Tick, string>({ map: plain.map });
-    stage.write(keyed(1, 'k'));
-    await settleQueued();
-    stage.destroy();
-    expect((plain.calls[0]!.signal.reason as Error).message).toBe('key-ordered transform destroyed');
-
-    const failing = heldMap();
-    const other = createKeyOrderedTransform<Tick, string>({ map: failing.map });
-    other.on('error', () => undefined);
-    other.write(keyed(1, 'k'));
-    await settleQueued();
-    const boom = new Error('downstream gone');
-    other.destroy(boom);
-    expect(failing.calls[0]!.signal.reason).toBe(boom);
-  });
-
   it('closes at once when no lease waits for its key', async () => {
     const settler = new FakeSettler();
     const { map } = heldMap();
