@@ -66,8 +66,8 @@ export class RateLimit<C = unknown> extends Transform {
       // Stryker disable next-line ConditionalExpression: equivalent: _destroy cancels the only timer that calls admit after the write, and no write follows a destroy
       if (this.destroyed) return;
       const now = this.#clock.now();
-      // Stryker disable next-line ConditionalExpression,EqualityOperator: equivalent when the list is empty: passedAt[0] is then undefined and undefined <= n is false, so the loop stops as on length 0
-      while (this.#passedAt.length > 0 && this.#passedAt[0]! <= now - this.intervalMs) this.#passedAt.shift();
+      // The oldest pass leaves the window; with no pass recorded there is none to drop.
+      while ((this.#passedAt[0] ?? Number.POSITIVE_INFINITY) <= now - this.intervalMs) this.#passedAt.shift();
       if (this.#passedAt.length < this.limit) {
         this.#waiting = null;
         this.#passedAt.push(now);

@@ -123,8 +123,8 @@ export class WindowTransform<T extends JsonValue, A, R> extends Transform {
       throw invalidArgument('createWindowTransform expects { producer, trigger(acc, leases), every?, everyMs?, initial?, reduce?, key?, stages? }');
     }
     const maxDemand = options.producer.maxDemand;
-    // Stryker disable next-line ConditionalExpression: the two `!== undefined` guards are equivalent: a comparison with undefined is false
-    if (options.everyMs === undefined && options.every !== undefined && maxDemand !== undefined && options.every > maxDemand) {
+    // Without every there is no count to fill (the collector check below refuses a window with neither); without maxDemand, no bound.
+    if (options.everyMs === undefined && (options.every ?? 0) > (maxDemand ?? Number.POSITIVE_INFINITY)) {
       throw new RheoError(
         'invalid_argument',
         `window every ${options.every} can never fill: the producer holds at most maxDemand ${maxDemand} leases; raise maxDemand or add everyMs`,
