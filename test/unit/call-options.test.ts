@@ -9,17 +9,8 @@ import {
   runCancellable,
 } from '../../src/core/call-options.js';
 import { RheoError } from '../../src/core/errors.js';
+import { deferred } from '../support/deferred.js';
 import { thrown } from '../support/thrown.js';
-
-function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
 
 /** The outcome of a promise once it has settled, without an unhandled rejection in between. */
 function outcome<T>(promise: Promise<T>): Promise<{ value?: T; error?: unknown }> {
