@@ -42,7 +42,10 @@ const { createLeaseSink } = (await import(pathToFileURL(join(root, 'src/sinks/le
 };
 const { pipeline } = await import('node:stream/promises');
 
-const rheo = createRheo({ backend: postgresBackend({ connectionString: url }) });
+// Telemetry off: a build from before OpenTelemetry support has none, so the
+// head runs as an application without \`@opentelemetry/api\` would (an older
+// build ignores the unknown key).
+const rheo = createRheo({ backend: postgresBackend({ connectionString: url }), telemetry: false });
 if (caseId === 'fill') {
   await rheo.migrate();
   const partitions = Number(partitionsArg ?? 1);
@@ -68,7 +71,13 @@ async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number 
   let stop: () => Promise<unknown>;
   if (spec.mode === 'producer') {
     const producer = rheo.producer({ stream, group, maxDemand: spec.maxDemand });
-    const sink = createLeaseSink({ producer, concurrency: spec.concurrency, handler });
+    // The lease sink's handler option was called \`handle\` before the seed-completeness work.
+    let sink: NodeJS.WritableStream;
+    try {
+      sink = createLeaseSink({ producer, concurrency: spec.concurrency, handler });
+    } catch {
+      sink = createLeaseSink({ producer, concurrency: spec.concurrency, handle: handler });
+    }
     const done = pipeline(producer, sink);
     stop = () => producer.drain(10_000).then(() => done.catch(() => undefined));
   } else {

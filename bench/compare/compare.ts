@@ -12,7 +12,7 @@
  * Defaults: every case, 20000 events, 3 rounds.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -82,8 +82,16 @@ async function main(): Promise<void> {
   const scratch = mkdtempSync(join(tmpdir(), 'rheo-compare-'));
   const baseRoot = join(scratch, 'base');
   execFileSync('git', ['worktree', 'add', '--detach', baseRoot, commit], { cwd: headRoot, stdio: 'ignore' });
-  // The ref runs from source with this tree's dependencies (same toolchain for both).
-  if (!existsSync(join(baseRoot, 'node_modules'))) symlinkSync(join(headRoot, 'node_modules'), join(baseRoot, 'node_modules'));
+  // The ref runs from source with this tree's dependencies (same toolchain for
+  // both) when its lock file is the same; a ref with other runtime
+  // dependencies (the previous release still used p-limit) gets its own.
+  const lockOf = (root: string): string => readFileSync(join(root, 'package-lock.json'), 'utf8');
+  if (lockOf(baseRoot) === lockOf(headRoot)) {
+    symlinkSync(join(headRoot, 'node_modules'), join(baseRoot, 'node_modules'));
+  } else {
+    process.stdout.write(`${args.ref} has other dependencies than this tree: npm ci in the scratch worktree\n`);
+    execFileSync('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: baseRoot, stdio: 'inherit' });
+  }
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-compare-pg', settings: ['max_connections=200', 'max_wal_size=4GB'] });
   const cleanup = (): void => {
     cluster.stop();
