@@ -3,7 +3,9 @@
  * against the rheo source tree given as `<root>` (this build's, or the scratch
  * worktree of the ref compared against), so both builds run the same case code.
  * The stream is drained twice (a warm-up, then the measured drain).
- * Prints one JSON line: `{ "rate": events/s, "cpuUs": client CPU µs per event }`.
+ * Prints one JSON line: `{ "rate": events/s, "cpuUs": client CPU µs per event,
+ * "serverUs": PostgreSQL CPU µs per event (every postgres process on this
+ * machine, from /proc; null where none is visible) }`.
  *
  *     node --import tsx bench/compare/case.ts <root> <case> <url> <stream> <events>
  *     node --import tsx bench/compare/case.ts <root> fill <url> <stream> <events> <partitions>
@@ -14,6 +16,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
+import { postgresCpuMs } from '../lib/cpu.js';
 import { COMPARE_CASES, type CompareCaseId } from './cases.js';
 
 interface RheoLike {
@@ -33,12 +36,18 @@ if (!root || !caseId || !url || !stream || !eventsArg || !(caseId in COMPARE_CAS
   process.exit(2);
 }
 const events = Number(eventsArg);
-const { createRheo } = (await import(pathToFileURL(join(root, 'src/index.ts')).href)) as { createRheo(o: unknown): RheoLike };
-const { postgresBackend } = (await import(pathToFileURL(join(root, 'src/postgres.ts')).href)) as {
-  postgresBackend(config: unknown, options?: unknown): unknown;
-};
-const { createLeaseSink } = (await import(pathToFileURL(join(root, 'src/sinks/lease-sink.ts')).href)) as {
+// Each build's bundle (\`npm run build\`, as users run it), or with
+// RHEO_COMPARE_SOURCE=1 its TypeScript through tsx. From source, esbuild's
+// keepNames wraps every closure a call creates in a __name() call that the
+// bundle does not have, which charges closure-heavy code for work users never pay.
+const fromSource = process.env.RHEO_COMPARE_SOURCE === '1';
+const entry = (name: string): string => pathToFileURL(join(root, fromSource ? `src/${name}.ts` : `dist/${name}.js`)).href;
+const { createRheo, createLeaseSink } = (await import(entry('index'))) as {
+  createRheo(o: unknown): RheoLike;
   createLeaseSink(options: Record<string, unknown>): NodeJS.WritableStream;
+};
+const { postgresBackend } = (await import(entry('postgres'))) as {
+  postgresBackend(config: unknown, options?: unknown): unknown;
 };
 const { pipeline } = await import('node:stream/promises');
 
@@ -61,12 +70,13 @@ if (caseId === 'fill') {
 }
 const spec = COMPARE_CASES[caseId as CompareCaseId];
 /** One drain of the whole stream by a fresh group: `{ elapsedMs, cpuUs }` up to lag 0. */
-async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number }> {
+async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number; serverUs: number | null }> {
   const group = `g-${label}-${process.pid}-${Date.now()}`;
   await rheo.createGroup(stream!, group);
   let handled = 0;
   const handler = (): void => void handled++;
   const cpu0 = process.cpuUsage();
+  const server0 = postgresCpuMs();
   const t0 = performance.now();
   let stop: () => Promise<unknown>;
   if (spec.mode === 'producer') {
@@ -95,12 +105,14 @@ async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number 
   }
   const elapsedMs = performance.now() - t0;
   const used = process.cpuUsage(cpu0);
+  const server1 = postgresCpuMs();
   await stop();
-  return { elapsedMs, cpuUs: (used.user + used.system) / events };
+  const serverUs = server0 === null || server1 === null ? null : ((server1 - server0) * 1000) / events;
+  return { elapsedMs, cpuUs: (used.user + used.system) / events, serverUs };
 }
 
 // A first drain warms the JIT and the pool up; only the second is measured.
 await drain('warm');
-const { elapsedMs, cpuUs } = await drain('run');
+const { elapsedMs, cpuUs, serverUs } = await drain('run');
 await rheo.close();
-process.stdout.write(`${JSON.stringify({ rate: (events * 1000) / elapsedMs, cpuUs })}\n`);
+process.stdout.write(`${JSON.stringify({ rate: (events * 1000) / elapsedMs, cpuUs, serverUs })}\n`);

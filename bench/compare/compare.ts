@@ -9,7 +9,11 @@
  * Prints, per case, the median drain rate and client CPU per event of each
  * build and their ratios (head / base). Interleaving spreads a shared
  * machine's noise over both builds; client CPU per event is the steadier figure.
- * Defaults: every case, 20000 events, 3 rounds.
+ * Defaults: every case, 20000 events, 3 rounds. Both builds are bundled
+ * with tsup first and run from their bundles, as users run them;
+ * RHEO_COMPARE_SOURCE=1 runs their sources through tsx instead (whose
+ * keepNames adds a __name() call to every closure created, which the bundle
+ * does not have).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
@@ -92,6 +96,14 @@ async function main(): Promise<void> {
     process.stdout.write(`${args.ref} has other dependencies than this tree: npm ci in the scratch worktree\n`);
     execFileSync('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: baseRoot, stdio: 'inherit' });
   }
+  // Both builds run as users run them, from their bundles (case.ts), unless
+  // RHEO_COMPARE_SOURCE=1 asks for their sources through tsx.
+  if (process.env.RHEO_COMPARE_SOURCE !== '1') {
+    for (const root of [baseRoot, headRoot]) {
+      process.stdout.write(`building ${root === headRoot ? 'this tree' : args.ref} (npx tsup)\n`);
+      execFileSync('npx', ['tsup', '--silent'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+    }
+  }
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-compare-pg', settings: ['max_connections=200', 'max_wal_size=4GB'] });
   const cleanup = (): void => {
     cluster.stop();
@@ -116,27 +128,30 @@ async function main(): Promise<void> {
       for (const p of partitionCounts) await child(b.root, ['fill', b.url, `compare-${p}`, String(args.events), String(p)]);
     }
     process.stderr.write(`base ${args.ref} (${commit.slice(0, 9)}) against this tree; ${args.events} events, ${args.rounds} round(s)\n`);
-    const results = new Map<string, Array<{ rate: number; cpuUs: number }>>();
+    const results = new Map<string, Array<{ rate: number; cpuUs: number; serverUs: number | null }>>();
     for (let round = 0; round < args.rounds; round++) {
       for (const c of args.cases) {
         // Alternate which build goes first, so neither always runs on a warmer cluster.
         const order = round % 2 === 0 ? builds : [...builds].reverse();
         for (const b of order) {
           const line = await child(b.root, [c, b.url, `compare-${COMPARE_CASES[c].partitions}`, String(args.events)]);
-          const sample = JSON.parse(line) as { rate: number; cpuUs: number };
+          const sample = JSON.parse(line) as { rate: number; cpuUs: number; serverUs: number | null };
           const key = `${c}/${b.name}`;
           results.set(key, [...(results.get(key) ?? []), sample]);
-          process.stderr.write(`  round ${round + 1} ${c} ${b.name}: ${Math.round(sample.rate)} events/s, ${sample.cpuUs.toFixed(1)} µs CPU/event\n`);
+          const server = sample.serverUs === null ? '' : `, PostgreSQL ${sample.serverUs.toFixed(1)} µs/event`;
+          process.stderr.write(`  round ${round + 1} ${c} ${b.name}: ${Math.round(sample.rate)} events/s, client ${sample.cpuUs.toFixed(1)} µs CPU/event${server}\n`);
         }
       }
     }
-    const rows = [['case', 'base events/s', 'head events/s', 'rate ratio', 'base µs/event', 'head µs/event', 'CPU ratio']];
+    const rows = [['case', 'base events/s', 'head events/s', 'rate ratio', 'base µs/event', 'head µs/event', 'CPU ratio', 'base PG µs/event', 'head PG µs/event', 'PG CPU ratio']];
     for (const c of args.cases) {
       const base = results.get(`${c}/base`)!;
       const head = results.get(`${c}/head`)!;
       const [br, hr] = [median(base.map((s) => s.rate)), median(head.map((s) => s.rate))];
       const [bc, hc] = [median(base.map((s) => s.cpuUs)), median(head.map((s) => s.cpuUs))];
-      rows.push([c, String(Math.round(br)), String(Math.round(hr)), `${(hr / br).toFixed(2)}×`, bc.toFixed(1), hc.toFixed(1), `${(hc / bc).toFixed(2)}×`]);
+      const server = (samples: typeof base): number => median(samples.map((s) => s.serverUs ?? Number.NaN));
+      const [bs, hs] = [server(base), server(head)];
+      rows.push([c, String(Math.round(br)), String(Math.round(hr)), `${(hr / br).toFixed(2)}×`, bc.toFixed(1), hc.toFixed(1), `${(hc / bc).toFixed(2)}×`, bs.toFixed(1), hs.toFixed(1), `${(hs / bs).toFixed(2)}×`]);
     }
     const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
     for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ')}\n`);
