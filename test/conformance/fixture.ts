@@ -10,6 +10,8 @@ export type BackendFactory = (clock: ManualClock) => Backend | Promise<Backend>;
 export interface ConformanceOptions {
   /** How many events the bounded-storage test appends and acks. Default 20,000. */
   storageEvents?: number;
+  /** Time allowed for each property test (30 runs of a random scenario). Default vitest's. */
+  propertyTimeoutMs?: number;
 }
 
 export interface Fixture {

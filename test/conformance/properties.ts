@@ -13,8 +13,8 @@ const keyArb = fc.option(fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom('
   nil: undefined,
 });
 
-export function registerPropertyTests(makeBackend: BackendFactory): void {
-  describe('properties', () => {
+export function registerPropertyTests(makeBackend: BackendFactory, timeoutMs?: number): void {
+  describe('properties', { timeout: timeoutMs }, () => {
     const fx = useFixture(makeBackend);
     let runs = 0;
     const fresh = (): string => `prop-${runs++}`;

@@ -56,7 +56,7 @@ export function runConformanceSuite(
     registerLimitTests(makeBackend);
     registerInputParityTests(makeBackend);
     registerStorageTests(makeBackend, options.storageEvents ?? 20_000);
-    registerPropertyTests(makeBackend);
+    registerPropertyTests(makeBackend, options.propertyTimeoutMs);
     registerOwnershipTests(makeBackend);
     registerTransactionTests(makeBackend);
   });
