@@ -24,7 +24,7 @@ import { CANCELLED, waitForAppend, watchAppends } from '../runtime/append-wait.j
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
 import type { ConsumeOptions, ConsumerHandler, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
 import { HandlerRun, type RunResult } from './handler-run.js';
-import { carryOut, releaseUnstarted, type SettleCounters } from './settle-policy.js';
+import { afterAck, asSettleError, carryOut, releaseUnstarted, type SettleCounters } from './settle-policy.js';
 import { transactionalHandler } from './transactional-handler.js';
 
 /*
@@ -374,15 +374,15 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     }
     const run = new HandlerRun<T>(lease);
     this.#runs.set(id, run);
-    const start = (): RunResult | Promise<RunResult> => run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
-    let result: RunResult | Promise<RunResult>;
-    if (this.#telemetry) {
-      const scope = this.#telemetry.process(lease);
-      this.#scopes.set(id, scope);
-      result = scope.run(start);
-    } else result = start();
+    const result = this.#telemetry ? this.#startTraced(this.#telemetry, run) : run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
     if (isThenable(result)) void result.then((r) => this.#ran(run, r)).catch((error: unknown) => this.#broke(error));
     else this.#ran(run, result);
+  }
+
+  #startTraced(telemetry: RheoTelemetry, run: HandlerRun<T>): RunResult | Promise<RunResult> {
+    const scope = telemetry.process(run.lease);
+    this.#scopes.set(run.lease.leaseId, scope);
+    return scope.run(() => run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge));
   }
 
   #ran(run: HandlerRun<T>, result: RunResult): void {
@@ -406,7 +406,13 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       else scope.handled(result.kind);
     }
     if (result.kind === 'lost') this.#freeKey(id);
-    else {
+    else if (result.kind === 'ack' && !scope) {
+      // The hot path: the ack joins the next coalesced call and its answer
+      // comes back to #ackAnswered, with no promise or closure per lease.
+      this.#settlingCount++;
+      this.#held.markSettling(id);
+      this.#settles.enqueue({ kind: 'ack', lease }, this.#ackAnswered);
+    } else {
       // The slot is free now: the settle joins the next coalesced call while the next handler runs.
       const settling = carryOut(this.#settler, lease, result, this.#counters, this);
       if (scope) void settling.then(() => scope.settled(), () => scope.settled());
@@ -428,6 +434,30 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   }
 
   // ---- settle and renew ---------------------------------------------------------
+
+  /** An ack sent by #ran's hot path was answered (after #answered): carry on as `carryOut` would. */
+  readonly #ackAnswered = (op: SettleRequest, error: RheoError | null): void => {
+    const id = op.lease.leaseId;
+    let followUp: Promise<void> | undefined;
+    let thrown: { error: unknown } | null = null;
+    try {
+      followUp = afterAck(this.#settler, op.lease as Lease<T>, error === null ? null : asSettleError(error), this.#counters, this);
+    } catch (listenerError) {
+      thrown = { error: listenerError };
+    }
+    try {
+      if (followUp === undefined) this.#untrackWork(id);
+      else {
+        void this.#track(followUp, id);
+        this.#untrackWork(null);
+      }
+    } catch (pumpError) {
+      // Freeing the key starts the next handler, whose events may throw too.
+      thrown ??= { error: pumpError };
+    }
+    // A listener threw: stop, while the batcher goes on answering the rest of its call.
+    if (thrown) this.#broke(thrown.error);
+  };
 
   #settle(request: SettleRequest & { lease: Lease<T> }): Promise<void> {
     this.#held.markSettling(request.lease.leaseId);
@@ -509,11 +539,16 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   }
 
   #untrackWork(leaseId: string | null): void {
-    if (leaseId !== null) this.#freeKey(leaseId);
-    if (--this.#settlingCount > 0) return;
-    const waiters = this.#settledWaiters;
-    this.#settledWaiters = [];
-    for (const wake of waiters) wake();
+    try {
+      // Freeing the key may start the next handler, whose events may throw: the count still goes down.
+      if (leaseId !== null) this.#freeKey(leaseId);
+    } finally {
+      if (--this.#settlingCount === 0) {
+        const waiters = this.#settledWaiters;
+        this.#settledWaiters = [];
+        for (const wake of waiters) wake();
+      }
+    }
   }
 
   // ---- stop -------------------------------------------------------------------

@@ -53,26 +53,8 @@ export async function carryOut<T extends JsonValue>(
 ): Promise<void> {
   if (result.kind === 'lost') return; // reported when the loss was noticed
   switch (result.kind) {
-    case 'ack': {
-      const error = await answerOf(producer.ack(lease));
-      if (!error) {
-        counters.acked++;
-        // The hot path: an ack nobody listens to builds no event.
-        if (events.listenerCount('ack') > 0) events.emit('ack', emittedLeaseInfo(lease));
-        return;
-      }
-      const unknown = OUTCOME_UNKNOWN.has(error.code);
-      reportFailure(lease, 'ack', error, counters, events);
-      if (unknown || error.code === 'stale_lease') return;
-      const reason = `ack failed (${error.code}): ${error.message}`;
-      const nackError = await answerOf(producer.nack(lease, reason, { delayMs: 0 }));
-      if (nackError) reportFailure(lease, 'nack', nackError, counters, events);
-      else {
-        counters.retried++;
-        events.emit('retry', { ...emittedLeaseInfo(lease), reason, delayMs: 0 });
-      }
-      return;
-    }
+    case 'ack':
+      return afterAck(producer, lease, await answerOf(producer.ack(lease)), counters, events);
     case 'nack': {
       const error = await answerOf(producer.nack(lease, result.reason, { delayMs: result.delayMs }));
       if (error) return reportFailure(lease, 'nack', error, counters, events);
@@ -115,6 +97,45 @@ export async function carryOut<T extends JsonValue>(
   }
 }
 
+/**
+ * What follows an ack's answer (`null`: it succeeded): count it, or report
+ * the failure and, when the ack failed definitely, nack so the event is
+ * retried now. Synchronous unless that nack is sent (then its promise,
+ * which never rejects), so the consumer's hot path can take an ack's answer
+ * without a promise.
+ */
+export function afterAck<T extends JsonValue>(
+  producer: Settler<T>,
+  lease: Lease<T>,
+  error: RheoError | null,
+  counters: SettleCounters,
+  events: HeardEvents,
+): Promise<void> | undefined {
+  if (!error) {
+    counters.acked++;
+    // The hot path: an ack nobody listens to builds no event.
+    if (events.listenerCount('ack') > 0) events.emit('ack', emittedLeaseInfo(lease));
+    return undefined;
+  }
+  reportFailure(lease, 'ack', error, counters, events);
+  if (OUTCOME_UNKNOWN.has(error.code) || error.code === 'stale_lease') return undefined;
+  return nackFailedAck(producer, lease, error, counters, events);
+}
+
+async function nackFailedAck<T extends JsonValue>(
+  producer: Settler<T>,
+  lease: Lease<T>,
+  error: RheoError,
+  counters: SettleCounters,
+  events: HeardEvents,
+): Promise<void> {
+  const reason = `ack failed (${error.code}): ${error.message}`;
+  const nackError = await answerOf(producer.nack(lease, reason, { delayMs: 0 }));
+  if (nackError) return reportFailure(lease, 'nack', nackError, counters, events);
+  counters.retried++;
+  events.emit('retry', { ...emittedLeaseInfo(lease), reason, delayMs: 0 });
+}
+
 /** Releases leases that were never started (no attempt spent); failures are left to expire. */
 export async function releaseUnstarted<T extends JsonValue>(
   producer: Settler<T>,
@@ -151,7 +172,8 @@ function noError(): null {
   return null;
 }
 
-function asSettleError(error: unknown): RheoError {
+/** A settle's failure as a `RheoError` (a hook may have thrown anything). */
+export function asSettleError(error: unknown): RheoError {
   return isRheoError(error)
     ? error
     : new RheoError('internal', `settle failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });

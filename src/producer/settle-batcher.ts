@@ -27,10 +27,15 @@ export interface SettleRetry<Op = SettleRequest> {
   delayMs(op: Op, error: RheoError, failures: number): number | null;
 }
 
+/**
+ * Hears one op's answer (`null` on success). It must not throw: it runs in
+ * the loop that answers the rest of the call's ops.
+ */
+export type SettleDone<Op = SettleRequest> = (op: Op, error: RheoError | null) => void;
+
 interface Pending<Op> {
   op: Op;
-  resolve: () => void;
-  reject: (error: RheoError) => void;
+  done: SettleDone<Op>;
   failures: number;
 }
 
@@ -96,11 +101,19 @@ export class SettleBatcher<Op = SettleRequest> {
 
   /** Resolves when the settle is durable; rejects with the `RheoError` of this op (or of the whole call). */
   settle(op: Op): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ op, resolve, reject, failures: 0 });
-      if (this.#queue.length >= this.#maxBatch) this.flush();
-      else this.#scheduled ??= setImmediate(() => this.flush());
-    });
+    return new Promise<void>((resolve, reject) => this.enqueue(op, (_, error) => (error ? reject(error) : resolve())));
+  }
+
+  /**
+   * `settle` without a promise: `done` hears the answer. The consumer's hot
+   * path passes one shared function for every op, so a settle costs no
+   * promise or closure of its own (a promise chain per ack was the largest
+   * allocation of a competing-mode drain).
+   */
+  enqueue(op: Op, done: SettleDone<Op>): void {
+    this.#queue.push({ op, done, failures: 0 });
+    if (this.#queue.length >= this.#maxBatch) this.flush();
+    else this.#scheduled ??= setImmediate(() => this.flush());
   }
 
   /** Sends what is queued, as far as `maxConcurrentCalls` allows; the rest goes when a call returns. */
@@ -181,12 +194,12 @@ export class SettleBatcher<Op = SettleRequest> {
   }
 
   #answer(p: Pending<Op>, error: RheoError | null): void {
+    let answer = error;
     try {
       this.#onSettled?.(p.op, error);
     } catch (thrown) {
-      return p.reject(thrown as RheoError);
+      answer = thrown as RheoError;
     }
-    if (error) p.reject(error);
-    else p.resolve();
+    p.done(p.op, answer);
   }
 }

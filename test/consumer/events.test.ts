@@ -125,6 +125,23 @@ for (const factory of consumerFactories) {
       await consumer.stop({ timeoutMs: 0 });
     });
 
+    it('an ack listener that throws stops the consumer and rejects done with it; the rest of that settle call is still answered', async () => {
+      const { rheo, stream, group, consume } = fx();
+      await rheo.appendBatch(stream, [1, 2, 3, 4, 5].map((payload) => ({ payload })));
+      const boom = new Error('listener broke');
+      const consumer = consume({ concurrency: 5, maxDemand: 5, handler: () => 'ack' });
+      let heard = 0;
+      consumer.on('ack', () => {
+        heard++;
+        if (heard === 2) throw boom;
+      });
+      await expect(consumer.done).rejects.toBe(boom);
+      // Every ack of the call was answered and confirmed: nothing held, nothing waiting for expiry.
+      expect(consumer.stats()).toMatchObject({ state: 'stopped', held: 0, acked: 5 });
+      expect(heard).toBe(5);
+      expect((await rheo.lag(stream, group)).lag).toBe(0);
+    });
+
     it('passes fetchBackoff on to its producer and validates it and minDemand', async () => {
       const { rheo, faulty, consume } = fx();
       faulty.fail('fetch', 'backend_unavailable');

@@ -14,6 +14,7 @@ import type { JsonObject, JsonValue, Lease } from '../../core/types.js';
 import { checkPartitions, groupScope, type Catalog, type GroupRef } from './catalog.js';
 import type { Runner } from './connection.js';
 import { startParams, type PostgresStore, type StoreContext } from './store.js';
+import { intArrayLiteral, textArrayLiteral } from './array-literal.js';
 
 /** Groups and per-event leases on PostgreSQL: group creation, and the claim, renewal and settle statements (sql/claim.ts, sql/settle.ts). */
 export class PostgresLeases implements LeaseStore {
@@ -185,25 +186,81 @@ function roundRobin(leases: ClaimedLease[], order: number[]): ClaimedLease[] {
   return out;
 }
 
-interface Resolved<T> {
-  item: T;
-  group: GroupRef | null;
-}
-
-/** Looks each distinct (stream, group) up once: a batch nearly always names one. */
-async function resolveGroups<T extends LeaseRef>(catalog: Catalog, items: T[], runner?: Runner): Promise<Resolved<T>[]> {
-  const groups = new Map<string, GroupRef | null>();
-  const out: Resolved<T>[] = [];
+/**
+ * Each item's group, `null` where it does not exist, looked up once per
+ * distinct (stream, group): a batch nearly always names one, so the last
+ * pair is compared before the map is consulted (a key string per lease was
+ * measurable garbage on the settle path).
+ */
+async function groupsOf(catalog: Catalog, items: LeaseRef[], runner?: Runner): Promise<Array<GroupRef | null>> {
+  const found = new Map<string, GroupRef | null>();
+  const out: Array<GroupRef | null> = [];
+  let lastStream: string | null = null;
+  let lastGroup: string | null = null;
+  let last: GroupRef | null = null;
   for (const item of items) {
-    const key = `${item.stream}\u0000${item.group}`;
-    let group = groups.get(key);
-    if (group === undefined) {
-      group = await catalog.findGroup(item.stream, item.group, runner);
-      groups.set(key, group);
+    if (item.stream !== lastStream || item.group !== lastGroup) {
+      const key = `${item.stream}\u0000${item.group}`;
+      let group = found.get(key);
+      if (group === undefined) {
+        group = await catalog.findGroup(item.stream, item.group, runner);
+        found.set(key, group);
+      }
+      lastStream = item.stream;
+      lastGroup = item.group;
+      last = group;
     }
-    out.push({ item, group });
+    out.push(last);
   }
   return out;
+}
+
+/**
+ * Assigns each item the slot (index into `sent`, the items sent) of the
+ * distinct (group, partition, sequence, lease id) it names, or `-1` when its
+ * group does not exist. A repeat of an earlier item gets the earlier one's
+ * slot and is listed in `repeats`. Keyed by lease id first: ids are unique
+ * per grant, so a full key is built only for the rare id that names two
+ * deliveries (a key string per lease was measurable garbage on this path).
+ */
+function distinctSlots(items: LeaseRef[], groups: Array<GroupRef | null>): { slots: number[]; sent: number[]; repeats: Set<number> | null } {
+  const firstById = new Map<string, number>();
+  let others: Map<string, number> | null = null;
+  let repeats: Set<number> | null = null;
+  const slots: number[] = [];
+  const sent: number[] = [];
+  for (let i = 0; i < items.length; i++) {
+    const group = groups[i];
+    const item = items[i]!;
+    if (!group) {
+      slots.push(-1);
+      continue;
+    }
+    const first = firstById.get(item.leaseId);
+    if (first === undefined) {
+      firstById.set(item.leaseId, sent.length);
+      slots.push(sent.length);
+      sent.push(i);
+      continue;
+    }
+    const earlier = items[sent[first]!]!;
+    let slot: number | undefined;
+    if (groups[sent[first]!] === group && earlier.partition === item.partition && earlier.sequence === item.sequence) slot = first;
+    else {
+      const key = `${group.id}/${item.partition}/${item.sequence}/${item.leaseId}`;
+      others ??= new Map();
+      slot = others.get(key);
+      if (slot === undefined) {
+        others.set(key, sent.length);
+        slots.push(sent.length);
+        sent.push(i);
+        continue;
+      }
+    }
+    (repeats ??= new Set()).add(i);
+    slots.push(slot);
+  }
+  return { slots, sent, repeats };
 }
 
 function stale(ref: LeaseRef, detail: string) {
@@ -213,31 +270,19 @@ function stale(ref: LeaseRef, detail: string) {
 const NOT_HELD = 'the delivery is not leased under this leaseId (settled, released, or expired and reclaimed)';
 
 async function renewLeases(ctx: StoreContext, refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
-  const resolved = await resolveGroups(ctx.catalog, refs);
-  // One row per distinct (delivery, leaseId); duplicates share its result.
-  const slots = new Map<string, number>();
-  const sent: Array<{ groupId: number; ref: LeaseRef }> = [];
-  const slotOf = resolved.map(({ item, group }) => {
-    if (!group) return -1;
-    const key = `${group.id}/${item.partition}/${item.sequence}/${item.leaseId}`;
-    let slot = slots.get(key);
-    if (slot === undefined) {
-      slot = sent.length;
-      slots.set(key, slot);
-      sent.push({ groupId: group.id, ref: item });
-    }
-    return slot;
-  });
+  const groups = await groupsOf(ctx.catalog, refs);
+  // One row per distinct (delivery, leaseId); a repeat shares its result.
+  const { slots: slotOf, sent } = distinctSlots(refs, groups);
   const expiries = new Map<number, Date>();
   if (sent.length > 0) {
     const rows = await ctx.db.query<{ i: number; expires_at_ms: number }>(
       { action: `renew ${sent.length} lease(s)`, stream: refs[0]?.stream, group: refs[0]?.group, writes: true },
       ctx.sql.renew,
       [
-        sent.map((s) => s.groupId),
-        sent.map((s) => s.ref.partition),
-        sent.map((s) => s.ref.sequence),
-        sent.map((s) => s.ref.leaseId),
+        intArrayLiteral(sent.map((i) => groups[i]!.id)),
+        intArrayLiteral(sent.map((i) => refs[i]!.partition)),
+        intArrayLiteral(sent.map((i) => refs[i]!.sequence)),
+        textArrayLiteral(sent.map((i) => refs[i]!.leaseId)),
         leaseMs,
         ctx.now(),
       ],
@@ -252,7 +297,7 @@ async function renewLeases(ctx: StoreContext, refs: LeaseRef[], leaseMs: number)
 
 /** `runner`: the pool by default, or an application's transaction (transaction.ts). */
 export async function settleLeases(ctx: StoreContext, ops: SettleOp[], runner: Runner = ctx.db): Promise<SettleOutcome[]> {
-  const resolved = await resolveGroups(ctx.catalog, ops, runner);
+  const groups = await groupsOf(ctx.catalog, ops, runner);
   // Each op is judged by its own lease id. The first op per (delivery, lease
   // id) is sent; a later one with the same id finds the delivery already
   // settled, exactly as if the calls were sequential. Ops on one delivery
@@ -260,40 +305,43 @@ export async function settleLeases(ctx: StoreContext, ops: SettleOp[], runner: R
   // sits in one range or one row under one id), so the statement applies at
   // most one of them, and keying by delivery alone would judge a fresh lease
   // by the stale op ahead of it.
-  const seen = new Set<string>();
-  const sent: Array<{ group: GroupRef; op: SettleOp }> = [];
-  const slotOf = resolved.map(({ item, group }) => {
-    if (!group) return -1;
-    const key = `${group.id}/${item.partition}/${item.sequence}/${item.leaseId}`;
-    if (seen.has(key)) return -2;
-    seen.add(key);
-    sent.push({ group, op: item });
-    return sent.length - 1;
-  });
-  const applied = new Set<number>();
+  const { slots: slotOf, sent, repeats } = distinctSlots(ops, groups);
+  let applied: (slot: number) => boolean = () => false;
   if (sent.length > 0) {
     const label = { action: `settle ${sent.length} lease(s)`, stream: ops[0]?.stream, group: ops[0]?.group, writes: true };
-    const keys = [sent.map((s) => s.group.id), sent.map((s) => s.op.partition), sent.map((s) => s.op.sequence), sent.map((s) => s.op.leaseId)];
-    if (sent.every((s) => s.op.kind === 'ack')) {
+    const keys = [
+      intArrayLiteral(sent.map((i) => groups[i]!.id)),
+      intArrayLiteral(sent.map((i) => ops[i]!.partition)),
+      intArrayLiteral(sent.map((i) => ops[i]!.sequence)),
+      textArrayLiteral(sent.map((i) => ops[i]!.leaseId)),
+    ];
+    if (sent.every((i) => ops[i]!.kind === 'ack')) {
       // The ack statement names the ops that failed instead.
-      const failed = new Set((await runner.query<{ i: number }>(label, ctx.sql.ack, keys)).map((row) => row.i - 1));
-      for (let i = 0; i < sent.length; i++) if (!failed.has(i)) applied.add(i);
+      const rows = await runner.query<{ i: number }>(label, ctx.sql.ack, keys);
+      const failed = new Set(rows.map((row) => row.i - 1));
+      applied = (slot) => !failed.has(slot);
     } else {
       const rows = await runner.query<{ i: number }>(label, ctx.sql.settle, [
         ...keys,
-        sent.map((s) => s.op.kind),
-        sent.map((s) => (s.op.kind === 'nack' || s.op.kind === 'reject' ? s.op.reason : null)),
-        sent.map((s) => (s.op.kind === 'nack' ? s.op.delayMs : 0)),
-        sent.map((s) => s.group.maxAttempts),
+        sent.map((i) => ops[i]!.kind),
+        sent.map((i) => {
+          const op = ops[i]!;
+          return op.kind === 'nack' || op.kind === 'reject' ? op.reason : null;
+        }),
+        sent.map((i) => {
+          const op = ops[i]!;
+          return op.kind === 'nack' ? op.delayMs : 0;
+        }),
+        sent.map((i) => groups[i]!.maxAttempts),
         ctx.now(),
       ]);
-      for (const row of rows) applied.add(row.i - 1);
+      const done = new Set(rows.map((row) => row.i - 1));
+      applied = (slot) => done.has(slot);
     }
   }
   return ops.map((op, i) => {
-    const slot = slotOf[i] ?? -1;
-    if (slot >= 0 && applied.has(slot)) return { ok: true as const };
-    const detail = slot === -2 ? 'the delivery was already settled earlier in this batch' : NOT_HELD;
-    return { ok: false as const, error: stale(op, detail) };
+    const slot = slotOf[i]!;
+    if (repeats?.has(i)) return { ok: false as const, error: stale(op, 'the delivery was already settled earlier in this batch') };
+    return slot >= 0 && applied(slot) ? { ok: true as const } : { ok: false as const, error: stale(op, NOT_HELD) };
   });
 }
