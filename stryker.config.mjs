@@ -11,6 +11,8 @@ const areas = {
   ],
   memory: ['src/backends/memory/**/*.ts'],
   producer: ['src/producer/**/*.ts'],
+  // What producer, sinks, transforms and consumer share: timers, backoff, the handler-run engine, queues.
+  runtime: ['src/runtime/**/*.ts'],
   consumer: ['src/consumer/**/*.ts'],
   sinks: ['src/sinks/**/*.ts'],
   transforms: ['src/transforms/**/*.ts'],
