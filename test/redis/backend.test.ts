@@ -151,3 +151,41 @@ describe('redis backend: time lookups', () => {
     await rheo.close();
   });
 });
+
+describe('redis backend: settle arguments', () => {
+  it('a batch of acks sends two arguments per op (sequence, lease id); a mixed batch sends all six', async () => {
+    const client = new Redis(redis().urls[0]!, { lazyConnect: true });
+    await client.connect();
+    const settleArgs: unknown[][] = [];
+    const call = client.call.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { call: (...args: unknown[]) => Promise<unknown> }).call = (...args: unknown[]) => {
+      if (args[0] === 'evalsha') settleArgs.push(args);
+      return call(...args);
+    };
+    try {
+      const rheo = createRheo({ backend: redisBackend({ client }, { prefix: uniquePrefix() }) });
+      await rheo.migrate();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await rheo.appendBatch('s', [1, 2, 3, 4, 5].map((payload) => ({ payload })));
+      const leases = await rheo.fetch('s', 'g', { limit: 5 });
+      // A settle call's arguments after its keys: now, partition, maxAttempts, layout, then the ops.
+      const opsOf = (args: unknown[]) => args.slice(3 + Number(args[2]) + 4);
+      settleArgs.length = 0;
+      expect((await rheo.ackMany(leases.slice(0, 3))).every((r) => r.ok)).toBe(true);
+      const acks = settleArgs.find((args) => args.includes('A'))!;
+      expect(opsOf(acks)).toEqual(leases.slice(0, 3).flatMap((l) => [l.event.sequence, l.leaseId]));
+      settleArgs.length = 0;
+      await rheo.settleMany([
+        { kind: 'ack', lease: leases[3]! },
+        { kind: 'nack', lease: leases[4]!, reason: 'later' },
+      ]);
+      const mixed = settleArgs.find((args) => args.includes('G'))!;
+      expect(opsOf(mixed)).toHaveLength(12);
+      expect((await rheo.lag('s', 'g')).lag).toBe(1);
+      await rheo.close();
+    } finally {
+      client.disconnect();
+    }
+  });
+});

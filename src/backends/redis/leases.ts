@@ -163,8 +163,9 @@ export class RedisLeases implements LeaseStore {
 
   async settle(ops: SettleOp[]): Promise<SettleOutcome[]> {
     const out: SettleOutcome[] = new Array(ops.length);
-    // Dead letters of one call die in the order of its ops, across partitions too.
-    const orders = ops.map(() => this.#store.nextDeathOrder());
+    // Dead letters of one call die in the order of its ops, across partitions
+    // too; an ack never dead-letters, so it takes no order.
+    const orders = ops.map((op) => (op.kind === 'ack' ? 0 : this.#store.nextDeathOrder()));
     await Promise.all(
       [...groupRefs(ops)].map(async ([, indexes]) => {
         const first = ops[indexes[0]!]!;
@@ -180,9 +181,14 @@ export class RedisLeases implements LeaseStore {
           }
           throw error;
         }
-        const args: (string | number)[] = [g.maxAttempts];
+        const allAcks = indexes.every((i) => ops[i]!.kind === 'ack');
+        const args: (string | number)[] = [g.maxAttempts, allAcks ? 'A' : 'G'];
         for (const i of indexes) {
           const op = ops[i]!;
+          if (allAcks) {
+            args.push(op.sequence, op.leaseId);
+            continue;
+          }
           const reason = op.kind === 'nack' || op.kind === 'reject' ? encodeReason(op.reason) : 'n';
           args.push(op.kind, op.sequence, op.leaseId, reason, op.kind === 'nack' ? op.delayMs : 0, orders[i]!);
         }

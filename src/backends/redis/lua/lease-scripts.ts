@@ -214,14 +214,20 @@ return { fmt(NOW), out }
 );
 
 /**
- * ARGV[3] maxAttempts; then per op: kind, sequence, lease id, reason
- * (`n` or `s<text>`), delayMs, dead-letter order. Each op is fenced by its lease id; returns
- * 1 (applied) or 0 (stale, nothing changed) per op.
+ * ARGV[3] maxAttempts, ARGV[4] the op layout; then per op, with layout `G`:
+ * kind, sequence, lease id, reason (`n` or `s<text>`), delayMs, dead-letter
+ * order; with layout `A` (every op an ack, the hot path): sequence, lease id
+ * (a third of the arguments to encode and send). Each op is fenced by its
+ * lease id; returns 1 (applied) or 0 (stale, nothing changed) per op.
  */
 export const SETTLE = groupScript(
   'settle',
   `
 local maxAttempts = tonumber(ARGV[3])
+local allAcks = ARGV[4] == 'A'
+-- Where each op's fields sit: its first argument, and the offsets of sequence and lease id.
+local stride, seqAt, lidAt = 6, 1, 2
+if allAcks then stride, seqAt, lidAt = 2, 0, 1 end
 local out = {}
 -- Acks are applied together after the loop (one HDEL and three ZREMs for the
 -- batch); until then \`gone\` makes a repeated op in the batch see them settled.
@@ -230,7 +236,7 @@ local out = {}
 -- sequence reads it again.
 local gone, acked, leasedAcked = {}, {}, 0
 local pre, touched, fields = {}, {}, {}
-for i = 5, #ARGV, 6 do fields[#fields + 1] = fmt(tonumber(ARGV[i])) end
+for i = 5 + seqAt, #ARGV, stride do fields[#fields + 1] = fmt(tonumber(ARGV[i])) end
 for i = 1, #fields, 1000 do
   local last = math.min(i + 999, #fields)
   local got = redis.call('HMGET', KD, unpack(fields, i, last))
@@ -238,8 +244,9 @@ for i = 1, #fields, 1000 do
     if got[k] then pre[tonumber(fields[i + k - 1])] = got[k] end
   end
 end
-for i = 4, #ARGV, 6 do
-  local kind, s, lid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+for i = 5, #ARGV, stride do
+  local kind, s, lid = 'ack', tonumber(ARGV[i + seqAt]), ARGV[i + lidAt]
+  if not allAcks then kind = ARGV[i] end
   local d = nil
   if touched[s] then
     d = dget(s)
