@@ -40,6 +40,30 @@ export function postgresCpuMs(): number | null {
   return found ? total : null;
 }
 
+/** The parent pid of a process, from /proc; `null` once it is gone or off Linux. */
+export function parentPid(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * CPU of one PostgreSQL server in ms: its postmaster and every process it
+ * forked (backends, background workers). Unlike `postgresCpuMs` it leaves
+ * out other clusters on the machine, which a shared machine runs.
+ */
+export function postgresServerCpuMs(postmasterPid: number): number {
+  let total = processCpuMs(postmasterPid);
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    if (parentPid(Number(entry)) === postmasterPid) total += processCpuMs(Number(entry));
+  }
+  return total;
+}
+
 /** CPU spent by the given processes and by PostgreSQL between `start()` and `stop()`, per event in µs. */
 export class CpuSpan {
   readonly #pids: number[];
