@@ -109,3 +109,15 @@ export async function idleCpuPercent(ms: number): Promise<number> {
   const used = process.cpuUsage(before);
   return ((used.user + used.system) / 1000 / (performance.now() - t0)) * 100;
 }
+
+/** Jiffies of all the machine's cores from /proc/stat: busy (everything but idle and iowait) and total; `null` off Linux. */
+export function machineJiffies(): { busy: number; total: number } | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+    const fields = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    return { busy: total - fields[3]! - fields[4]!, total };
+  } catch {
+    return null;
+  }
+}

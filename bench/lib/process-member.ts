@@ -10,7 +10,9 @@
  * `owned <n>` whenever its share changes in partition mode. With `idsFile`
  * it keeps the id of every event its handler ran (one entry per run, so a
  * redelivery shows twice) and writes them there, one per line, after its
- * consumer has stopped.
+ * consumer has stopped. Before it exits it prints `timer <ms> <runs>`: the
+ * time its handlers' timers really took in all, and how many ran (a timer
+ * fires late when the process waits for a core).
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { writeFileSync } from 'node:fs';
@@ -52,8 +54,13 @@ const backend =
     : redisBackend({ url: config.url }, { prefix: config.prefix });
 const rheo = createRheo({ backend });
 const handled: string[] | null = config.idsFile ? [] : null;
+let timerMs = 0;
+let timerRuns = 0;
 const handler = async (event: { id: string }): Promise<void> => {
+  const t0 = performance.now();
   await delay(config.delayMs);
+  timerMs += performance.now() - t0;
+  timerRuns++;
   handled?.push(event.id);
 };
 
@@ -92,6 +99,6 @@ process.once('SIGTERM', () => {
     .then(() => rheo.close())
     .then(() => {
       if (handled && config.idsFile) writeFileSync(config.idsFile, handled.length > 0 ? `${handled.join('\n')}\n` : '');
-      process.exit(0);
+      process.stdout.write(`timer ${timerMs} ${timerRuns}\n`, () => process.exit(0));
     });
 });

@@ -10,7 +10,7 @@ import { createRheo, partitionForKey, type Rheo } from '../../src/index.js';
 import { redisBackend } from '../../src/redis.js';
 import { startThrowawayRedis } from '../../scripts/throwaway-redis.js';
 import { log, type BenchContext } from '../lib/context.js';
-import { parentPid, postgresServerCpuMs, processCpuMs } from '../lib/cpu.js';
+import { machineJiffies, parentPid, postgresServerCpuMs, processCpuMs } from '../lib/cpu.js';
 import type { MemberConfig } from '../lib/process-member.js';
 import { openRheo } from '../lib/rheo-setup.js';
 import { formatNumber, now, rate, sleep, waitUntil } from '../lib/stats.js';
@@ -61,6 +61,8 @@ export const PROCESS_CASES = {
   serverCpu: (kind: BackendKind, mode: Mode, n: number) => `${PROCESS_CASES.rate(kind, mode, n)}: server CPU per event`,
   totalCpu: (kind: BackendKind, mode: Mode, n: number) => `${PROCESS_CASES.rate(kind, mode, n)}: client + server CPU per event`,
   lockWaits: (kind: BackendKind, mode: Mode, n: number) => `${PROCESS_CASES.rate(kind, mode, n)}: active backends waiting on a lock`,
+  timer: (kind: BackendKind, mode: Mode, n: number) => `${PROCESS_CASES.rate(kind, mode, n)}: mean time the ${DELAY_MS} ms handler timer took`,
+  machineBusy: (kind: BackendKind, mode: Mode, n: number) => `${PROCESS_CASES.rate(kind, mode, n)}: machine CPU busy (all processes, % of all cores)`,
   doubling: (kind: BackendKind, mode: Mode, from: number) => `${kind} ${MODE_LABEL[mode]}: ${from * 2} ÷ ${from} processes`,
   cpuGrowth: (kind: BackendKind, mode: Mode) => `${kind} ${MODE_LABEL[mode]}: CPU per event, 4 ÷ 1 processes`,
   rebalanceMs: (kind: BackendKind, heartbeat: string) => `${kind} partition mode, 4th process joins 3 under load (${heartbeat}): join → balanced`,
@@ -75,6 +77,10 @@ interface DrainResult {
   /** PostgreSQL only: share of sampled active backends waiting on a heavyweight lock, and the commonest waits. */
   lockShare: number | null;
   waits: string | null;
+  /** Mean ms the handlers' timers took (DELAY_MS when no process waited for a core). */
+  timerMs: number;
+  /** Share of the machine's cores busy over the drain, anybody's work; `null` off Linux. */
+  machineBusy: number | null;
 }
 
 /** One backend as the scenario uses it: an admin rheo, what members need to reach it, its server CPU. */
@@ -158,6 +164,8 @@ async function runBackend(ctx: BenchContext, target: Target, keys: string[]): Pr
           ctx.record(PROCESSES, PROCESS_CASES.serverCpu(kind, mode, n), 'µs', d.serverUs);
           ctx.record(PROCESSES, PROCESS_CASES.totalCpu(kind, mode, n), 'µs', d.clientUs + d.serverUs);
         }
+        ctx.record(PROCESSES, PROCESS_CASES.timer(kind, mode, n), 'ms', d.timerMs);
+        if (d.machineBusy !== null) ctx.record(PROCESSES, PROCESS_CASES.machineBusy(kind, mode, n), '%', d.machineBusy * 100);
         if (d.lockShare !== null) ctx.record(PROCESSES, PROCESS_CASES.lockWaits(kind, mode, n), '%', d.lockShare * 100);
         if (d.waits !== null) {
           const key = PROCESS_CASES.rate(kind, mode, n);
@@ -270,12 +278,14 @@ interface Member {
   joinedAt: number | null;
   ready: boolean;
   idsFile: string | undefined;
+  /** From its last line: what its handlers' timers took in all (ms), and how many ran. */
+  timer: { ms: number; runs: number } | null;
 }
 
 function startMember(target: Target, config: Omit<MemberConfig, 'backend' | 'url' | 'prefix'>): Member {
   const full: MemberConfig = { ...target.member, ...config };
   const child = spawn(process.execPath, ['--import', 'tsx', MEMBER, JSON.stringify(full)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const member: Member = { child, joinedAt: null, ready: false, idsFile: config.idsFile };
+  const member: Member = { child, joinedAt: null, ready: false, idsFile: config.idsFile, timer: null };
   let buffered = '';
   child.stdout?.on('data', (chunk: Buffer) => {
     buffered += chunk.toString();
@@ -285,6 +295,10 @@ function startMember(target: Target, config: Omit<MemberConfig, 'backend' | 'url
       buffered = buffered.slice(nl + 1);
       if (line === 'joining') member.joinedAt = now();
       else if (line === 'ready') member.ready = true;
+      else if (line.startsWith('timer ')) {
+        const [, ms, runs] = line.split(' ');
+        member.timer = { ms: Number(ms), runs: Number(runs) };
+      }
     }
   });
   return member;
@@ -292,7 +306,10 @@ function startMember(target: Target, config: Omit<MemberConfig, 'backend' | 'url
 
 async function stopMembers(members: Member[]): Promise<void> {
   for (const m of members) m.child.kill('SIGTERM');
-  await Promise.all(members.map((m) => new Promise((resolve) => (m.child.exitCode !== null ? resolve(null) : m.child.once('exit', resolve)))));
+  // 'close', not 'exit': the member's last line is read by then.
+  await Promise.all(
+    members.map((m) => new Promise((resolve) => (m.child.exitCode !== null && m.child.stdout?.closed !== false ? resolve(null) : m.child.once('close', resolve)))),
+  );
 }
 
 /** Every member present, the partitions spread as evenly as they go, nothing being handed over. */
@@ -336,6 +353,7 @@ async function drain(target: Target, stream: string, group: string, events: numb
     const client0 = pids.reduce((sum, pid) => sum + processCpuMs(pid), 0);
     const server0 = await target.serverCpuMs();
     const waits = target.sampleWaits();
+    const machine0 = machineJiffies();
     const t0 = now();
     try {
       await rheo.resetGroup(stream, group, { confirm: true, startAfter: 0 });
@@ -344,10 +362,15 @@ async function drain(target: Target, stream: string, group: string, events: numb
       await waits?.stop();
     }
     const elapsed = now() - t0;
+    const machine1 = machineJiffies();
     const clientMs = pids.reduce((sum, pid) => sum + processCpuMs(pid), 0) - client0;
     const server1 = await target.serverCpuMs();
     const sampled = waits ? await waits.stop() : null;
+    await stopMembers(members);
+    const timer = members.reduce((sum, m) => ({ ms: sum.ms + (m.timer?.ms ?? 0), runs: sum.runs + (m.timer?.runs ?? 0) }), { ms: 0, runs: 0 });
     return {
+      timerMs: timer.runs > 0 ? timer.ms / timer.runs : Number.NaN,
+      machineBusy: machine0 && machine1 && machine1.total > machine0.total ? (machine1.busy - machine0.busy) / (machine1.total - machine0.total) : null,
       rate: rate(events, elapsed),
       clientUs: (clientMs * 1000) / events,
       serverUs: server0 === null || server1 === null ? null : ((server1 - server0) * 1000) / events,
@@ -495,7 +518,8 @@ export function processesMarkdown(ctx: BenchContext, header: string): string {
       `${CONCURRENCY} at once per process, so one process can do at most ${formatNumber(IDEAL_PER_PROCESS)} events/s. ` +
       `Competing mode: \`rheo.consume\` without assignment, maxDemand ${MAX_DEMAND}, pollMs 50. Partition mode: \`assignment: 'partitions'\`, \`orderBy: 'key'\`, heartbeatMs ${DRAIN_HEARTBEAT_MS} in the drains. ` +
       'Each cell: median (the samples, one per run). Clock: resetGroup to the start → lag 0, members started and settled first. ' +
-      'CPU per event: member processes (/proc) + the server (every process of this PostgreSQL cluster; redis-server\'s used_cpu_user + used_cpu_sys).',
+      'CPU per event: member processes (/proc) + the server (every process of this PostgreSQL cluster; redis-server\'s used_cpu_user + used_cpu_sys). ' +
+      `Timer: the mean time the handlers' ${DELAY_MS} ms timer really took (late when a member waits for a core). Machine CPU busy: /proc/stat over the drain, every process on the machine, as a share of all its cores.`,
     '',
     `Keys: ${PROCESS_DETAIL.keySpread}.`,
     '',
@@ -506,8 +530,8 @@ export function processesMarkdown(ctx: BenchContext, header: string): string {
       out.push(`## ${kind}, ${MODE_LABEL[mode]}`, '');
       const lockColumn = kind === 'postgres';
       out.push(
-        `| processes | events/s | of ideal | client CPU/event µs | server CPU/event µs | total CPU/event µs${lockColumn ? ' | backends waiting on a lock % | commonest waits (per run)' : ''} |`,
-        `|---|---|---|---|---|---|${lockColumn ? '---|---|' : ''}`,
+        `| processes | events/s | of ideal | client CPU/event µs | server CPU/event µs | total CPU/event µs | ${DELAY_MS} ms timer took, ms | machine CPU busy %${lockColumn ? ' | backends waiting on a lock % | commonest waits (per run)' : ''} |`,
+        `|---|---|---|---|---|---|---|---|${lockColumn ? '---|---|' : ''}`,
       );
       for (const n of PROCESS_COUNTS) {
         const r = ctx.get(PROCESSES, PROCESS_CASES.rate(kind, mode, n));
@@ -519,6 +543,8 @@ export function processesMarkdown(ctx: BenchContext, header: string): string {
           cell(PROCESS_CASES.clientCpu(kind, mode, n)),
           cell(PROCESS_CASES.serverCpu(kind, mode, n)),
           cell(PROCESS_CASES.totalCpu(kind, mode, n)),
+          cell(PROCESS_CASES.timer(kind, mode, n)),
+          cell(PROCESS_CASES.machineBusy(kind, mode, n)),
         ];
         if (lockColumn) {
           row.push(cell(PROCESS_CASES.lockWaits(kind, mode, n)), (PROCESS_DETAIL.waits.get(PROCESS_CASES.rate(kind, mode, n)) ?? []).join('; '));
@@ -576,9 +602,12 @@ export function processesLimits(ctx: BenchContext): string[] {
         const server = med(PROCESS_CASES.serverCpu(kind, mode, n));
         const cores = (r * (client + (server ?? 0))) / 1e6;
         const locks = med(PROCESS_CASES.lockWaits(kind, mode, n));
+        const timer = med(PROCESS_CASES.timer(kind, mode, n));
+        const busy = med(PROCESS_CASES.machineBusy(kind, mode, n));
         return (
-          `${n}: ${((r / (n * IDEAL_PER_PROCESS)) * 100).toFixed(0)} % of ideal, client ${formatNumber(client)} µs + server ${server === undefined ? '?' : formatNumber(server)} µs per event, ` +
-          `${cores.toFixed(2)} cores busy${locks === undefined ? '' : `, ${formatNumber(locks)} % of active backends waiting on a lock`}`
+          `${n}: ${((r / (n * IDEAL_PER_PROCESS)) * 100).toFixed(0)} % of ideal, client ${formatNumber(client)} µs + server ${server === undefined ? '?' : formatNumber(server)} µs per event ` +
+          `(${cores.toFixed(2)} cores for this case), the ${DELAY_MS} ms timer took ${timer === undefined ? '?' : formatNumber(timer)} ms, ` +
+          `machine ${busy === undefined ? '?' : formatNumber(busy)} % busy${locks === undefined ? '' : `, ${formatNumber(locks)} % of active backends waiting on a lock`}`
         );
       });
       out.push(
