@@ -10,7 +10,8 @@
  * `owned <n>` whenever its share changes in partition mode. With `idsFile`
  * it keeps the id of every event its handler ran (one entry per run, so a
  * redelivery shows twice) and writes them there, one per line, after its
- * consumer has stopped. Before it exits it prints `timer <ms> <runs>`: the
+ * consumer has stopped. It stops on SIGTERM or when its stdin ends (the
+ * parent died). Before it exits it prints `timer <ms> <runs>`: the
  * time its handlers' timers really took in all, and how many ran (a timer
  * fires late when the process waits for a core).
  */
@@ -93,12 +94,22 @@ if (config.mode === 'partitions') {
 } else {
   process.stdout.write('ready\n');
 }
-process.once('SIGTERM', () => {
+let stopping = false;
+const stop = (): void => {
+  if (stopping) return;
+  stopping = true;
+  // A member whose backend is gone must still exit.
+  setTimeout(() => process.exit(1), 15_000).unref();
   void consumer
     .stop({ timeoutMs: 5_000 })
     .then(() => rheo.close())
     .then(() => {
       if (handled && config.idsFile) writeFileSync(config.idsFile, handled.length > 0 ? `${handled.join('\n')}\n` : '');
       process.stdout.write(`timer ${timerMs} ${timerRuns}\n`, () => process.exit(0));
-    });
-});
+    })
+    .catch(() => process.exit(1));
+};
+process.once('SIGTERM', stop);
+// The parent holds our stdin open: when it ends, the parent is gone (killed, say) and nobody will send SIGTERM.
+process.stdin.on('end', stop);
+process.stdin.resume();

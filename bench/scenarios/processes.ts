@@ -225,9 +225,14 @@ async function openTarget(ctx: BenchContext, kind: BackendKind): Promise<Target>
     // This cluster's postmaster: the parent of a backend of ours.
     const probe = new pg.Client({ connectionString: url });
     await probe.connect();
-    const { rows } = await probe.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-    await probe.end();
-    const postmaster = parentPid(rows[0]!.pid);
+    let postmaster: number | null;
+    try {
+      const { rows } = await probe.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      // While the backend still runs: once the probe disconnects it exits.
+      postmaster = parentPid(rows[0]!.pid);
+    } finally {
+      await probe.end();
+    }
     return {
       kind,
       rheo,
@@ -284,7 +289,7 @@ interface Member {
 
 function startMember(target: Target, config: Omit<MemberConfig, 'backend' | 'url' | 'prefix'>): Member {
   const full: MemberConfig = { ...target.member, ...config };
-  const child = spawn(process.execPath, ['--import', 'tsx', MEMBER, JSON.stringify(full)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', MEMBER, JSON.stringify(full)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const member: Member = { child, joinedAt: null, ready: false, idsFile: config.idsFile, timer: null };
   let buffered = '';
   child.stdout?.on('data', (chunk: Buffer) => {
