@@ -40,6 +40,17 @@ export function postgresCpuMs(): number | null {
   return found ? total : null;
 }
 
+/** cutime + cstime of one process in ms: the CPU of its children it has waited for. */
+function reapedChildrenCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[13]) + Number(fields[14])) * TICK_MS;
+  } catch {
+    return 0;
+  }
+}
+
 /** The parent pid of a process, from /proc; `null` once it is gone or off Linux. */
 export function parentPid(pid: number): number | null {
   try {
@@ -56,7 +67,10 @@ export function parentPid(pid: number): number | null {
  * out other clusters on the machine, which a shared machine runs.
  */
 export function postgresServerCpuMs(postmasterPid: number): number {
-  let total = processCpuMs(postmasterPid);
+  // A backend that exits (a pool closing an idle connection) takes its time
+  // from the sum below, but the postmaster reaps it, which adds that time to
+  // its own cutime + cstime: counted here, so the sum never goes back.
+  let total = processCpuMs(postmasterPid) + reapedChildrenCpuMs(postmasterPid);
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     if (parentPid(Number(entry)) === postmasterPid) total += processCpuMs(Number(entry));
