@@ -3,16 +3,20 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
 const TICK_MS = 10;
 
-/** utime + stime of one process in ms, from /proc; 0 once it is gone or off Linux. */
-export function processCpuMs(pid: number): number {
+/** The fields of /proc/<pid>/stat after the command name (which may hold spaces, in parentheses); `null` once it is gone or off Linux. */
+function statFields(pid: number | string): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) in parentheses.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return 0;
+    return null;
   }
+}
+
+/** utime + stime of one process in ms, from /proc; 0 once it is gone or off Linux. */
+export function processCpuMs(pid: number): number {
+  const fields = statFields(pid);
+  return fields ? (Number(fields[11]) + Number(fields[12])) * TICK_MS : 0;
 }
 
 /**
@@ -42,23 +46,14 @@ export function postgresCpuMs(): number | null {
 
 /** cutime + cstime of one process in ms: the CPU of its children it has waited for. */
 function reapedChildrenCpuMs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[13]) + Number(fields[14])) * TICK_MS;
-  } catch {
-    return 0;
-  }
+  const fields = statFields(pid);
+  return fields ? (Number(fields[13]) + Number(fields[14])) * TICK_MS : 0;
 }
 
 /** The parent pid of a process, from /proc; `null` once it is gone or off Linux. */
 export function parentPid(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    return null;
-  }
+  const fields = statFields(pid);
+  return fields ? Number(fields[1]) : null;
 }
 
 /**
