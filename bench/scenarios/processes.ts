@@ -187,7 +187,7 @@ async function runBackend(ctx: BenchContext, target: Target, keys: string[]): Pr
     for (const heartbeat of REBALANCE_HEARTBEATS) {
       const r = await rebalance(ctx, target, `r${run}-${heartbeat.ms ?? 'default'}`, keys, heartbeat.ms);
       ctx.record(PROCESSES, PROCESS_CASES.rebalanceMs(kind, heartbeat.label), 'ms', r.ms);
-      ctx.record(PROCESSES, PROCESS_CASES.duplicates(kind, heartbeat.label), 'x', r.duplicates);
+      ctx.record(PROCESSES, PROCESS_CASES.duplicates(kind, heartbeat.label), 'events', r.duplicates);
       log(`    ${kind} rebalance (${heartbeat.label}) run ${run + 1}: ${Math.round(r.ms)} ms join → balanced, ${r.duplicates} events handled twice`);
     }
   }
@@ -513,10 +513,10 @@ function sampleWaits(url: string): WaitSampler {
 /** The scenario's own report (bench/results/processes-latest.md), from this run's samples. */
 export function processesMarkdown(ctx: BenchContext, header: string): string {
   const out: string[] = ['# Scaling with processes (I/O-bound handlers)', '', header, ''];
-  const cell = (name: string, unit = ''): string => {
+  const cell = (name: string, unit = '', format: (n: number) => string = formatNumber): string => {
     const m = ctx.get(PROCESSES, name);
     if (!m) return '–';
-    return `${formatNumber(m.median)}${unit} (${m.samples.map((s) => formatNumber(s)).join(', ')})`;
+    return `${format(m.median)}${unit} (${m.samples.map((s) => format(s)).join(', ')})`;
   };
   out.push(
     `Workload: a stream of ${PARTITION_COUNT} partitions, events spread evenly over ${KEY_COUNT} keys (partition key = key); every handler awaits a ${DELAY_MS} ms timer, ` +
@@ -576,7 +576,7 @@ export function processesMarkdown(ctx: BenchContext, header: string): string {
   for (const kind of BACKENDS) {
     for (const h of REBALANCE_HEARTBEATS) {
       if (!ctx.get(PROCESSES, PROCESS_CASES.rebalanceMs(kind, h.label))) continue;
-      out.push(`| ${kind} | ${h.label} | ${cell(PROCESS_CASES.rebalanceMs(kind, h.label))} | ${cell(PROCESS_CASES.duplicates(kind, h.label))} |`);
+      out.push(`| ${kind} | ${h.label} | ${cell(PROCESS_CASES.rebalanceMs(kind, h.label))} | ${cell(PROCESS_CASES.duplicates(kind, h.label), '', String)} |`);
     }
   }
   const limits = processesLimits(ctx);
