@@ -7,6 +7,7 @@
  *   npm run bench -- --only=append,peers --runs=5
  *   npm run bench -- --quick --only=embedded   # memory, PGlite and PostgreSQL side by side
  *   npm run bench -- --quick --only=redis --out=/tmp/rheo-bench   # results elsewhere (partial runs)
+ *   npm run bench -- --quick --only=processes   # scaling with member processes, PostgreSQL and Redis (also writes processes-latest.md)
  *
  * Without RHEO_BENCH_DATABASE_URL it starts a throwaway PostgreSQL 15 on
  * 127.0.0.1 (default durability) and removes it afterwards. With it, the URL
@@ -30,6 +31,17 @@ import { HORIZON, HORIZON_CASES, horizonScenario } from './scenarios/horizon.js'
 import { LATENCY, LATENCY_CASES, idleCase, latencyScenario } from './scenarios/latency.js';
 import { PARTITIONS, PARTITION_CASES, partitionsScenario } from './scenarios/partitions.js';
 import { PEERS, PEER_CASES, peersScenario } from './scenarios/peers.js';
+import {
+  BACKENDS as PROCESS_BACKENDS,
+  CPU_GROWTH_TARGET,
+  MODES as PROCESS_MODES,
+  PROCESSES,
+  PROCESS_CASES,
+  SCALING_TARGET,
+  processesLimits,
+  processesMarkdown,
+  processesScenario,
+} from './scenarios/processes.js';
 import { REDIS, REDIS_CASES, REDIS_SETTING, redisScenario } from './scenarios/redis.js';
 import { RETENTION, RETENTION_CASES, RETENTION_VARIANTS, retentionScenario } from './scenarios/retention.js';
 import { SCALING, scalingCase, scalingScenario } from './scenarios/scaling.js';
@@ -49,6 +61,7 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'horizon', run: horizonScenario },
   { id: 'partitions', run: partitionsScenario },
   { id: 'embedded', run: embeddedScenario },
+  { id: 'processes', run: processesScenario },
 ];
 
 function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null; out: string } {
@@ -62,7 +75,7 @@ function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only:
     else if (arg.startsWith('--out=')) out = resolve(arg.slice('--out='.length));
     else if (arg.startsWith('--only=')) only = new Set(arg.slice('--only='.length).split(',').filter(Boolean));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,horizon,partitions,embedded] [--out=DIR]\n');
+      process.stdout.write('usage: npm run bench -- [--quick] [--runs=N] [--only=streams,append,consume,peers,latency,scaling,redis,retention,horizon,partitions,embedded,processes] [--out=DIR]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${arg}`);
   }
@@ -156,6 +169,8 @@ async function main(): Promise<void> {
     for (const t of targets) {
       process.stdout.write(`  [${t.met === null ? 'n/a' : t.met ? 'met' : 'MISSED'}] ${t.target}: ${t.measured}\n`);
     }
+    const limits = processesLimits(ctx);
+    if (limits.length > 0) process.stdout.write(`\nWhat limits the missed process-scaling targets:\n${limits.map((l) => `  ${l}\n`).join('')}`);
     const outDir = args.out;
     mkdirSync(outDir, { recursive: true });
     writeFileSync(
@@ -164,6 +179,18 @@ async function main(): Promise<void> {
     );
     writeFileSync(join(outDir, 'latest.md'), markdownSummary(env, rows, targets, ctx.skipped, ctx.notes));
     writeFileSync(join(outDir, 'latest.svg'), chart(ctx, env));
+    if ([...ctx.metrics.values()].some((m) => m.scenario === PROCESSES)) {
+      writeFileSync(
+        join(outDir, 'processes-latest.md'),
+        processesMarkdown(
+          ctx,
+          `Run ${env.date} on rheo ${env.commit} with \`${env.command}\`${env.quick ? ' (quick: smaller backlogs, one run)' : ''}: ${env.cpus} × ${env.cpuModel}, ` +
+            `${env.platform}, Node ${env.node}, ${env.postgres}. Load average at start: ${env.loadAverage}. ` +
+            `The machine's ${env.cpus} cores are shared by the member processes, the database server and this process, and were shared with other work ` +
+            'during the run: the figures are indicative.',
+        ),
+      );
+    }
     process.stdout.write(`\nwrote ${join(outDir, 'latest.{json,md,svg}')} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   } finally {
     await stopCluster();
@@ -239,7 +266,7 @@ const PARTITION_DERIVED = {
   competingVsGraphile: 'competing mode, 1 process, 8 partitions ÷ graphile-worker',
 };
 
-const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, HORIZON, PARTITIONS, REDIS, EMBEDDED];
+const SCENARIO_ORDER = [APPEND, CONSUME, PEERS, LATENCY, SCALING, STREAMS, RETENTION, HORIZON, PARTITIONS, REDIS, EMBEDDED, PROCESSES];
 
 function ordered(rows: MetricSummary[]): MetricSummary[] {
   return [...rows].sort((a, b) => SCENARIO_ORDER.indexOf(a.scenario) - SCENARIO_ORDER.indexOf(b.scenario));
@@ -318,6 +345,15 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   atMost('competing mode client CPU per event ≤ 12 µs (8-partition drain, 1 process)', PARTITIONS, `${PARTITION_CASES.competingOne}: client CPU per event`, 12, 'µs');
   atMost('idle consumer < 1 % of a core (PostgreSQL, notifications)', LATENCY, idleCase(LATENCY_CASES.notify), 1, '%');
   atMost('idle consumer < 1 % of a core (Redis)', REDIS, REDIS_CASES.idleCpu, 1, '%');
+  // Scaling with member processes on I/O-bound handlers (10 ms timer, concurrency 10 per process).
+  for (const kind of PROCESS_BACKENDS) {
+    for (const mode of PROCESS_MODES) {
+      const label = `${kind}, ${mode === 'competing' ? 'competing mode' : 'partition mode'}, 10 ms handlers`;
+      ratio(`${label}: 2 processes ≥ ${SCALING_TARGET}× 1`, PROCESSES, PROCESS_CASES.doubling(kind, mode, 1), SCALING_TARGET);
+      ratio(`${label}: 4 processes ≥ ${SCALING_TARGET}× 2`, PROCESSES, PROCESS_CASES.doubling(kind, mode, 2), SCALING_TARGET);
+      atMost(`${label}: CPU per event (client + server) at 4 processes ≤ ${CPU_GROWTH_TARGET}× at 1`, PROCESSES, PROCESS_CASES.cpuGrowth(kind, mode), CPU_GROWTH_TARGET, '×');
+    }
+  }
   return out;
 }
 

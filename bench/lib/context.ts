@@ -2,7 +2,8 @@ import pg from 'pg';
 
 import { max, median, min } from './stats.js';
 
-export type Unit = 'events/s' | 'jobs/s' | 'rows/s' | 'ms' | 'µs' | 'x' | 'MB' | '%';
+/** `events`: a count of events (fewer is better), e.g. those handled twice. */
+export type Unit = 'events/s' | 'jobs/s' | 'rows/s' | 'ms' | 'µs' | 'x' | 'MB' | '%' | 'events';
 
 /** One measured quantity, with one sample per repetition. */
 export interface Metric {
@@ -69,7 +70,7 @@ export class BenchContext {
     const key = `${scenario}\u0000${name}`;
     let metric = this.metrics.get(key);
     if (!metric) {
-      metric = { scenario, name, unit, samples: [], better: unit === 'ms' || unit === 'µs' || unit === 'MB' || unit === '%' ? 'lower' : 'higher', note };
+      metric = { scenario, name, unit, samples: [], better: unit === 'ms' || unit === 'µs' || unit === 'MB' || unit === '%' || unit === 'events' ? 'lower' : 'higher', note };
       this.metrics.set(key, metric);
     }
     metric.samples.push(sample);

@@ -3,16 +3,20 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux). */
 const TICK_MS = 10;
 
-/** utime + stime of one process in ms, from /proc; 0 once it is gone or off Linux. */
-export function processCpuMs(pid: number): number {
+/** The fields of /proc/<pid>/stat after the command name (which may hold spaces, in parentheses); `null` once it is gone or off Linux. */
+function statFields(pid: number | string): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) in parentheses.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return 0;
+    return null;
   }
+}
+
+/** utime + stime of one process in ms, from /proc; 0 once it is gone or off Linux. */
+export function processCpuMs(pid: number): number {
+  const fields = statFields(pid);
+  return fields ? (Number(fields[11]) + Number(fields[12])) * TICK_MS : 0;
 }
 
 /**
@@ -38,6 +42,35 @@ export function postgresCpuMs(): number | null {
     total += (Number(fields[11]) + Number(fields[12])) * TICK_MS;
   }
   return found ? total : null;
+}
+
+/** cutime + cstime of one process in ms: the CPU of its children it has waited for. */
+function reapedChildrenCpuMs(pid: number): number {
+  const fields = statFields(pid);
+  return fields ? (Number(fields[13]) + Number(fields[14])) * TICK_MS : 0;
+}
+
+/** The parent pid of a process, from /proc; `null` once it is gone or off Linux. */
+export function parentPid(pid: number): number | null {
+  const fields = statFields(pid);
+  return fields ? Number(fields[1]) : null;
+}
+
+/**
+ * CPU of one PostgreSQL server in ms: its postmaster and every process it
+ * forked (backends, background workers). Unlike `postgresCpuMs` it leaves
+ * out other clusters on the machine, which a shared machine runs.
+ */
+export function postgresServerCpuMs(postmasterPid: number): number {
+  // A backend that exits (a pool closing an idle connection) takes its time
+  // from the sum below, but the postmaster reaps it, which adds that time to
+  // its own cutime + cstime: counted here, so the sum never goes back.
+  let total = processCpuMs(postmasterPid) + reapedChildrenCpuMs(postmasterPid);
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    if (parentPid(Number(entry)) === postmasterPid) total += processCpuMs(Number(entry));
+  }
+  return total;
 }
 
 /** CPU spent by the given processes and by PostgreSQL between `start()` and `stop()`, per event in µs. */
@@ -84,4 +117,16 @@ export async function idleCpuPercent(ms: number): Promise<number> {
   await new Promise((resolve) => setTimeout(resolve, ms));
   const used = process.cpuUsage(before);
   return ((used.user + used.system) / 1000 / (performance.now() - t0)) * 100;
+}
+
+/** Jiffies of all the machine's cores from /proc/stat: busy (everything but idle and iowait) and total; `null` off Linux. */
+export function machineJiffies(): { busy: number; total: number } | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+    const fields = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    return { busy: total - fields[3]! - fields[4]!, total };
+  } catch {
+    return null;
+  }
 }
