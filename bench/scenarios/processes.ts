@@ -1,3 +1,9 @@
+/*
+ * Longer than the house's 400 lines on purpose: one scenario (scaling with
+ * member processes) whose drains, rebalance and duplicate count share the
+ * same member plumbing, CPU readings and report; split, each part would
+ * import most of the others.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
