@@ -45,6 +45,9 @@ export function createConsumer<T extends JsonValue = JsonValue>(source: Consumer
   return new Consumer<T>(source, options);
 }
 
+/** The longest a small batch of settles waits for more while handlers run (see SettleLinger). */
+const SETTLE_LINGER_MS = 20;
+
 /** Emits nothing in process: the consumer's own events carry the `leaseId`, the reporter only publishes and logs. */
 const UNHEARD = { emit: (): boolean => false, listenerCount: (): number => 0 };
 
@@ -204,6 +207,11 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
           return this.#source.clock.now() + delayMs < lease.expiresAt.getTime() ? delayMs : null;
         },
       },
+      // Acks that trickle in one or two per turn (handlers that wait on I/O)
+      // gather while other handlers still run, up to a claim's worth of room
+      // (minDemand) or SETTLE_LINGER_MS: measured with 10 handlers of 10 ms,
+      // settle calls carried 7-9 acks each, one commit apiece.
+      { ms: SETTLE_LINGER_MS, upTo: this.#minDemand, when: () => this.#runs.size > 0 },
     );
     const held = { stream: this.stream, group: this.group, inflight: this.#held };
     this.#untrack =

@@ -33,6 +33,23 @@ export interface SettleRetry<Op = SettleRequest> {
  */
 export type SettleDone<Op = SettleRequest> = (op: Op, error: RheoError | null) => void;
 
+/**
+ * Lets a batch that is still small at the end of its turn wait for more
+ * settles known to be on their way (handlers still running). With handlers
+ * that each take a while (I/O), they finish one or two per turn, and every
+ * settle call carried 7-9 of them, one commit each: a competing consumer then
+ * cost the server twice partition mode's CPU per event. Settles issued in one
+ * turn still go together at once; a small batch goes at the end of a later
+ * turn once it reaches `upTo` or `when()` says no more are coming, and after
+ * `ms` at the latest (a real timer, like the turn's `setImmediate`, whatever
+ * clock the owner runs on).
+ */
+export interface SettleLinger {
+  ms: number;
+  upTo: number;
+  when(): boolean;
+}
+
 interface Pending<Op> {
   op: Op;
   done: SettleDone<Op>;
@@ -71,6 +88,8 @@ export class SettleBatcher<Op = SettleRequest> {
   readonly #retry: SettleRetry<Op> | null;
   #queue: Array<Pending<Op>> = [];
   #scheduled: NodeJS.Immediate | null = null;
+  #lingering: NodeJS.Timeout | null = null;
+  readonly #linger: SettleLinger | null;
   #inFlight = new Set<Promise<void>>();
   readonly #waiting = new Set<Waiting<Op>>();
   #lastTries = false;
@@ -81,7 +100,9 @@ export class SettleBatcher<Op = SettleRequest> {
     maxConcurrentCalls = 2,
     onSettled: SettledHook<Op> | null = null,
     retry: SettleRetry<Op> | null = null,
+    linger: SettleLinger | null = null,
   ) {
+    this.#linger = linger;
     this.#settleMany = settleMany;
     this.#maxBatch = maxBatch;
     this.#maxConcurrentCalls = maxConcurrentCalls;
@@ -113,14 +134,29 @@ export class SettleBatcher<Op = SettleRequest> {
   enqueue(op: Op, done: SettleDone<Op>): void {
     this.#queue.push({ op, done, failures: 0 });
     if (this.#queue.length >= this.#maxBatch) this.flush();
-    else this.#scheduled ??= setImmediate(() => this.flush());
+    else this.#scheduled ??= setImmediate(this.#turnEnded);
   }
+
+  /** The turn's settles are in: they go now, or (with a linger, while the batch is small and more are coming) a little later. */
+  readonly #turnEnded = (): void => {
+    this.#scheduled = null;
+    const linger = this.#linger;
+    if (linger !== null && this.#queue.length < linger.upTo && linger.when()) {
+      this.#lingering ??= setTimeout(() => this.flush(), linger.ms);
+      return;
+    }
+    this.flush();
+  };
 
   /** Sends what is queued, as far as `maxConcurrentCalls` allows; the rest goes when a call returns. */
   flush(): void {
     if (this.#scheduled) {
       clearImmediate(this.#scheduled);
       this.#scheduled = null;
+    }
+    if (this.#lingering) {
+      clearTimeout(this.#lingering);
+      this.#lingering = null;
     }
     while (this.#queue.length > 0 && this.#inFlight.size < this.#maxConcurrentCalls) {
       const batch = this.#queue.splice(0, this.#maxBatch);
@@ -186,7 +222,7 @@ export class SettleBatcher<Op = SettleRequest> {
         waiting.timer.cancel();
         this.#queue.push(p);
         resolve();
-        this.#scheduled ??= setImmediate(() => this.flush());
+        this.#scheduled ??= setImmediate(this.#turnEnded);
       };
     });
     const waiting: Waiting<Op> = { pending: p, timer: this.#retry.timers.schedule(delayMs, () => requeue()), requeued, requeue };

@@ -115,6 +115,56 @@ describe('SettleBatcher', () => {
     expect(many.calls.map((c) => c.ops.length)).toEqual([2]);
   });
 
+  describe('linger', () => {
+    it('a small batch waits while more are coming, and goes once it reaches upTo at the end of a turn', async () => {
+      const many = heldSettleMany();
+      let running = true;
+      const batcher = new SettleBatcher(many.fn, 500, 2, null, null, { ms: 60_000, upTo: 3, when: () => running });
+      void batcher.settle(ack(1));
+      await turns(3);
+      expect(many.calls).toHaveLength(0);
+      void batcher.settle(ack(2));
+      await turns(3);
+      expect(many.calls).toHaveLength(0);
+      void batcher.settle(ack(3));
+      await turns(1);
+      expect(many.calls.map((c) => c.ops.length)).toEqual([3]);
+      // Nothing more is coming: the next one goes at the end of its turn.
+      running = false;
+      void batcher.settle(ack(4));
+      await turns(1);
+      expect(many.calls.map((c) => c.ops.length)).toEqual([3, 1]);
+    });
+
+    it('settles issued in one turn go together at once, whatever the linger', async () => {
+      const many = heldSettleMany();
+      const batcher = new SettleBatcher(many.fn, 500, 2, null, null, { ms: 60_000, upTo: 2, when: () => true });
+      for (let n = 1; n <= 5; n++) void batcher.settle(ack(n));
+      await turns(1);
+      expect(many.calls.map((c) => c.ops.length)).toEqual([5]);
+    });
+
+    it('goes after ms at the latest, and idle() sends a lingering batch at once', async () => {
+      const many = heldSettleMany();
+      const batcher = new SettleBatcher(many.fn, 500, 2, null, null, { ms: 5, upTo: 100, when: () => true });
+      void batcher.settle(ack(1));
+      await turns(2);
+      expect(many.calls).toHaveLength(0);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(many.calls.map((c) => c.ops.length)).toEqual([1]);
+      many.calls[0]!.answer(ok(1));
+
+      const slow = heldSettleMany();
+      const lingering = new SettleBatcher(slow.fn, 500, 2, null, null, { ms: 60_000, upTo: 100, when: () => true });
+      void lingering.settle(ack(2));
+      await turns(2);
+      const idle = lingering.idle();
+      expect(slow.calls.map((c) => c.ops.length)).toEqual([1]);
+      slow.calls[0]!.answer(ok(1));
+      await idle;
+    });
+  });
+
   it('answers each op with its own error; too few results and non-RheoError throws are internal errors naming what happened', async () => {
     const failure = new RheoError('stale_lease', 'gone');
     const results: SettleResult[] = [{ ok: true }, { ok: false, error: failure }];
