@@ -2,6 +2,7 @@ import { isRheoError, type RheoError } from '../core/errors.js';
 import type { JsonValue, RheoEvent } from '../core/types.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { sleep, type Timers } from '../runtime/timers.js';
+import { waitForAppend, watchAppends, type AppendWatch } from '../runtime/append-wait.js';
 import { isThenable } from '../runtime/lease-outcome.js';
 import { HandlerRun } from '../runtime/handler-run.js';
 import { CONSUMER_READING } from './handler-run.js';
@@ -146,8 +147,14 @@ export class PartitionWorker<T extends JsonValue> {
       let after = this.#position;
       let ahead: Promise<RheoEvent<T>[] | { error: unknown }> | null = null;
       while (!this.#stopping) {
+        // Listen before a read that may come back empty: a notification that
+        // arrives while the read is on its way would otherwise find no waiter
+        // and the append would wait out a whole pollMs. A read-ahead follows
+        // a full batch and rarely comes back empty: it goes without.
+        const watch = ahead ? null : this.#watch();
         const read = await (ahead ?? this.#read(after));
         ahead = null;
+        if (!Array.isArray(read) || read.length > 0) watch?.cancel();
         if (!Array.isArray(read)) {
           if (this.#fencedBy(read.error)) return;
           this.#report.error('read', read.error as RheoError);
@@ -158,8 +165,13 @@ export class PartitionWorker<T extends JsonValue> {
         const events = read;
         if (events.length === 0) {
           // Nothing new: let the commit in flight land before waiting.
-          if (!(await committing)) return;
-          await this.#idle();
+          if (!(await committing)) {
+            watch?.cancel();
+            return;
+          }
+          // Stopped while reading: the wait would not see an abort that already happened.
+          if (this.#stopping) watch?.cancel();
+          else await waitForAppend(this.#timers, this.#o.pollMs, watch ?? this.#watch(), this.#wake.signal);
           continue;
         }
         const last = events[events.length - 1]!.sequence;
@@ -227,10 +239,14 @@ export class PartitionWorker<T extends JsonValue> {
     return true;
   }
 
-  async #idle(): Promise<void> {
-    const wait = this.#source.backend.capabilities.notifications ? this.#source.backend.waitForAppend : undefined;
-    if (wait) await wait.call(this.#source.backend, this.#o.stream, this.#o.pollMs, this.#wake.signal);
-    else await sleep(this.#timers, this.#o.pollMs, this.#wake.signal);
+  /** Starts listening for an append to the stream (runtime/append-wait.ts); without notifications only the poll timer wakes. */
+  #watch(): AppendWatch {
+    const backend = this.#source.backend;
+    const wait =
+      backend.capabilities.notifications && backend.waitForAppend
+        ? (stream: string, timeoutMs: number, signal: AbortSignal) => backend.waitForAppend!(stream, timeoutMs, signal)
+        : null;
+    return watchAppends(wait, this.#o.stream, this.#o.pollMs);
   }
 
   /** Runs a batch: in order, or in per-key chains; resolves with how each event ended. */
