@@ -94,19 +94,22 @@ function instrumentConsumer(backend: Backend, trace: Trace): void {
     const n = (event.payload as { n?: unknown } | null)?.n;
     return typeof n === 'number' ? n : null;
   };
-  const fetch = backend.fetch.bind(backend);
-  backend.fetch = async (stream, group, request) => {
-    const sent = micros();
-    const wake = trace.lastWake;
-    const leases: Lease[] = await fetch(stream, group, request);
-    const answered = micros();
-    for (const lease of leases) {
-      const n = numberOf(lease.event);
+  /** Stamps the claim or read that brought these events, and the wake that preceded it. */
+  const stamp = (events: RheoEvent[], sent: number, wake: number, answered: number): void => {
+    for (const event of events) {
+      const n = numberOf(event);
       if (n === null) continue;
       if (wake > 0) trace.mark(n, 'consumer woken (waitForAppend resolved)', wake);
       trace.mark(n, 'claim / read sent', sent);
       trace.mark(n, 'claim / read answered', answered);
     }
+  };
+  const fetch = backend.fetch.bind(backend);
+  backend.fetch = async (stream, group, request) => {
+    const sent = micros();
+    const wake = trace.lastWake;
+    const leases: Lease[] = await fetch(stream, group, request);
+    stamp(leases.map((lease) => lease.event), sent, wake, micros());
     return leases;
   };
   const readOwned = backend.readOwned?.bind(backend);
@@ -115,14 +118,7 @@ function instrumentConsumer(backend: Backend, trace: Trace): void {
       const sent = micros();
       const wake = trace.lastWake;
       const events = await readOwned(fence, after, limit, maxBytes);
-      const answered = micros();
-      for (const event of events) {
-        const n = numberOf(event);
-        if (n === null) continue;
-        if (wake > 0) trace.mark(n, 'consumer woken (waitForAppend resolved)', wake);
-        trace.mark(n, 'claim / read sent', sent);
-        trace.mark(n, 'claim / read answered', answered);
-      }
+      stamp(events, sent, wake, micros());
       return events;
     };
   }
@@ -153,19 +149,7 @@ async function postgresPair(url: string, trace: Trace): Promise<Pair> {
       return client;
     },
   });
-  instrumentConsumer(backend, trace);
-  const consumer = createRheo({ backend });
-  const appender = createRheo({ backend: postgresBackend({ connectionString: url }) });
-  await consumer.migrate();
-  return {
-    consumer,
-    appender,
-    close: async () => {
-      await appender.close();
-      await consumer.close();
-      await pool.end();
-    },
-  };
+  return pairOf(backend, postgresBackend({ connectionString: url }), trace, () => pool.end());
 }
 
 async function redisPair(url: string, prefix: string, trace: Trace): Promise<Pair> {
@@ -178,9 +162,14 @@ async function redisPair(url: string, prefix: string, trace: Trace): Promise<Pai
     return sub;
   }) as typeof client.duplicate;
   const backend = redisBackend({ client }, { prefix });
+  return pairOf(backend, redisBackend({ url }, { prefix }), trace, async () => client.disconnect());
+}
+
+/** The traced consumer instance on `backend` and the appender on `appending`; `release` ends what the caller lent the consumer. */
+async function pairOf(backend: Backend, appending: Backend, trace: Trace, release: () => Promise<void>): Promise<Pair> {
   instrumentConsumer(backend, trace);
   const consumer = createRheo({ backend });
-  const appender = createRheo({ backend: redisBackend({ url }, { prefix }) });
+  const appender = createRheo({ backend: appending });
   await consumer.migrate();
   return {
     consumer,
@@ -188,7 +177,7 @@ async function redisPair(url: string, prefix: string, trace: Trace): Promise<Pai
     close: async () => {
       await appender.close();
       await consumer.close();
-      client.disconnect();
+      await release();
     },
   };
 }
@@ -242,22 +231,26 @@ function print(title: string, trace: Trace): void {
   }
 }
 
+/** Traces both modes on one store: `pair` opens the consumer and appender instances for a trace. */
+async function traceBoth(store: string, count: number, pair: (trace: Trace, mode: Mode) => Promise<Pair>): Promise<void> {
+  for (const mode of ['competing', 'partitions'] as const) {
+    const trace = new Trace();
+    const opened = await pair(trace, mode);
+    try {
+      await traceCase(opened, trace, mode, count);
+    } finally {
+      await opened.close();
+    }
+    print(`${store}, ${mode} (median over ${count} appends, µs from the append call)`, trace);
+  }
+}
+
 async function main(): Promise<void> {
   const { count, only } = parseArgs(process.argv.slice(2));
-  const modes: Mode[] = ['competing', 'partitions'];
   if (!only || only.has('postgres')) {
     const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-trace-pg' });
     try {
-      for (const mode of modes) {
-        const trace = new Trace();
-        const pair = await postgresPair(cluster.url(), trace);
-        try {
-          await traceCase(pair, trace, mode, count);
-        } finally {
-          await pair.close();
-        }
-        print(`PostgreSQL, ${mode} (median over ${count} appends, µs from the append call)`, trace);
-      }
+      await traceBoth('PostgreSQL', count, (trace) => postgresPair(cluster.url(), trace));
     } finally {
       cluster.stop();
     }
@@ -265,16 +258,7 @@ async function main(): Promise<void> {
   if (!only || only.has('redis')) {
     const server = await startThrowawayRedis({ settings: ['--appendonly', 'yes', '--appendfsync', 'everysec'], label: 'rheo-trace-redis' });
     try {
-      for (const mode of modes) {
-        const trace = new Trace();
-        const pair = await redisPair(server.urls[0]!, `trace-${mode}`, trace);
-        try {
-          await traceCase(pair, trace, mode, count);
-        } finally {
-          await pair.close();
-        }
-        print(`Redis, ${mode} (median over ${count} appends, µs from the append call)`, trace);
-      }
+      await traceBoth('Redis', count, (trace, mode) => redisPair(server.urls[0]!, `trace-${mode}`, trace));
     } finally {
       server.stop();
     }

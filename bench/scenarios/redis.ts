@@ -6,7 +6,7 @@ import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwawa
 import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency } from '../lib/bullmq.js';
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
-import { consume, fill, idleConsumer, type ConsumeMode } from '../lib/rheo-setup.js';
+import { fill, idleConsumer, type ConsumeMode } from '../lib/rheo-setup.js';
 import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, inChunks, latencyGapMs, payload } from '../lib/workload.js';
 import { drainWithConsume } from './consume.js';
@@ -263,27 +263,7 @@ async function rawBlockLatency(url: string, key: string, samples: number): Promi
  * embedded scenario uses it on every backend.
  */
 export async function rheoLatency(rheo: Rheo, stream: string, samples: number): Promise<{ p50: number; idleCpu: number }> {
-  await rheo.createStream(stream);
-  await rheo.createGroup(stream, 'g');
-  const latencies: number[] = [];
-  const consumer = consume<{ at: number }>(rheo, {
-    stream,
-    group: 'g',
-    concurrency: 1,
-    handler: (event) => {
-      latencies.push(now() - event.payload.at);
-    },
-  });
-  // Let the producer go idle and subscribe first.
-  await sleep(300);
-  const idleCpu = await idleCpuPercent(2_000);
-  for (let i = 0; i < samples; i++) {
-    await rheo.append(stream, { payload: { at: now() } });
-    await waitUntil('rheo wake', () => latencies.length > i, 10_000, 1);
-    await sleep(latencyGapMs(i));
-  }
-  await consumer.stop();
-  return { p50: median(latencies), idleCpu };
+  return idleLatency(rheo, rheo, stream, 'competing', samples);
 }
 
 /**
@@ -297,24 +277,29 @@ async function separateLatency(url: string, prefix: string, stream: string, mode
   const rheo = createRheo({ backend: redisBackend({ url }, { prefix }) });
   const appender = createRheo({ backend: redisBackend({ url }, { prefix }) });
   try {
-    await rheo.createStream(stream);
-    await rheo.createGroup(stream, 'g');
-    const latencies: number[] = [];
-    const consumer = await idleConsumer<{ at: number }>(rheo, stream, mode, (event) => {
-      latencies.push(now() - event.payload.at);
-    });
-    const idleCpu = await idleCpuPercent(2_000);
-    for (let i = 0; i < samples; i++) {
-      await appender.append(stream, { payload: { at: now() } });
-      await waitUntil('rheo wake', () => latencies.length > i, 10_000, 1);
-      await sleep(latencyGapMs(i));
-    }
-    await consumer.stop();
-    return { p50: median(latencies), idleCpu };
+    return await idleLatency(rheo, appender, stream, mode, samples);
   } finally {
     await appender.close();
     await rheo.close();
   }
+}
+
+/** `samples` single appends through `appender`, each to an idle consumer on `rheo`; p50 of append call → handler start. */
+async function idleLatency(rheo: Rheo, appender: Rheo, stream: string, mode: ConsumeMode, samples: number): Promise<{ p50: number; idleCpu: number }> {
+  await rheo.createStream(stream);
+  await rheo.createGroup(stream, 'g');
+  const latencies: number[] = [];
+  const consumer = await idleConsumer<{ at: number }>(rheo, stream, mode, (event) => {
+    latencies.push(now() - event.payload.at);
+  });
+  const idleCpu = await idleCpuPercent(2_000);
+  for (let i = 0; i < samples; i++) {
+    await appender.append(stream, { payload: { at: now() } });
+    await waitUntil('rheo wake', () => latencies.length > i, 10_000, 1);
+    await sleep(latencyGapMs(i));
+  }
+  await consumer.stop();
+  return { p50: median(latencies), idleCpu };
 }
 
 function cpuMicros(usage: NodeJS.CpuUsage): number {
