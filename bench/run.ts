@@ -306,7 +306,8 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('Redis consume ≥ 0.5× the raw Lua-fenced XREADGROUP + XACK drain', REDIS, REDIS_CASES.consumeRatio, 0.5);
   ratio('Redis appendBatch ≥ 0.5× raw pipelined XADD', REDIS, REDIS_CASES.appendRatio, 0.5);
   ratio('Redis consume ≥ 3× BullMQ (its best concurrency)', REDIS, REDIS_CASES.vsBullmq, 3);
-  below('Redis idle latency p50 below BullMQ’s', REDIS, REDIS_CASES.latency, REDIS_CASES.bullmqLatency);
+  below('Redis idle latency p50 below BullMQ’s (competing)', REDIS, REDIS_CASES.latency, REDIS_CASES.bullmqLatency);
+  below('Redis idle latency p50 below BullMQ’s (partition mode)', REDIS, REDIS_CASES.latencyPartitions, REDIS_CASES.bullmqLatency);
   ratio('appendBatch ≥ 0.5× raw multi-row INSERT', APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 0.5);
   const p50 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p50`);
   const p99 = ctx.get(LATENCY, `${LATENCY_CASES.notify} p99`);
@@ -338,13 +339,16 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('partition mode, 1 process ≥ 0.7× raw log ceiling', PARTITIONS, PARTITION_DERIVED.oneVsRaw, 0.7);
   ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);
   ratio('competing mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, 1.6);
-  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL)', LATENCY, `${LATENCY_CASES.notify} p50`, `${LATENCY_CASES.graphile} p50`);
+  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, competing)', LATENCY, `${LATENCY_CASES.notify} p50`, `${LATENCY_CASES.graphile} p50`);
+  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, partition mode)', LATENCY, `${LATENCY_CASES.partitions} p50`, `${LATENCY_CASES.graphile} p50`);
   ratio('competing mode on an 8-partition backlog ≥ 2× graphile-worker', PARTITIONS, PARTITION_DERIVED.competingVsGraphile, 2);
   ratio('competing mode on 8 partitions ≥ 0.9× on 1 (PostgreSQL, maxDemand 500)', CONSUME, CONSUME_DERIVED.spread('postgres', WIDE_SETTING), 0.9);
   ratio('competing mode on 8 partitions ≥ 0.9× on 1 (Redis)', REDIS, REDIS_CASES.spread, 0.9);
   atMost('competing mode client CPU per event ≤ 12 µs (8-partition drain, 1 process)', PARTITIONS, `${PARTITION_CASES.competingOne}: client CPU per event`, 12, 'µs');
   atMost('idle consumer < 1 % of a core (PostgreSQL, notifications)', LATENCY, idleCase(LATENCY_CASES.notify), 1, '%');
+  atMost('idle consumer < 1 % of a core (PostgreSQL, partition mode)', LATENCY, idleCase(LATENCY_CASES.partitions), 1, '%');
   atMost('idle consumer < 1 % of a core (Redis)', REDIS, REDIS_CASES.idleCpu, 1, '%');
+  atMost('idle consumer < 1 % of a core (Redis, partition mode)', REDIS, REDIS_CASES.idleCpuPartitions, 1, '%');
   // Scaling with member processes on I/O-bound handlers (10 ms timer, concurrency 10 per process).
   for (const kind of PROCESS_BACKENDS) {
     for (const mode of PROCESS_MODES) {

@@ -1,8 +1,9 @@
 import type { Consumer } from '../../src/consumer/consumer.js';
 import type { ConsumeOptions } from '../../src/consumer/consumer-types.js';
-import type { JsonValue } from '../../src/core/types.js';
+import type { JsonValue, RheoEvent } from '../../src/core/types.js';
 import { createRheo, type Rheo, type RheoDefaults } from '../../src/index.js';
 import { postgresBackend } from '../../src/postgres.js';
+import { sleep, waitUntil } from './stats.js';
 import { inChunks, payload, EVENT_TYPE } from './workload.js';
 
 export type BackendKind = 'memory' | 'postgres';
@@ -49,4 +50,30 @@ export async function caughtUp(rheo: Rheo, stream: string, group: string): Promi
 /** `rheo.consume(options)` in competing mode. */
 export function consume<T extends JsonValue = JsonValue>(rheo: Rheo, options: ConsumeOptions<T>): Consumer<T> {
   return rheo.consume<T>(options);
+}
+
+/** How an idle-latency case consumes: competing `rheo.consume`, or partition ownership. */
+export type ConsumeMode = 'competing' | 'partitions';
+
+/**
+ * One idle consumer of `stream` (group `g`) with a single handler slot, in
+ * either mode, resolved once it waits for appends: in partition mode once
+ * it owns the partition, then (both modes) after it had time to reach its
+ * idle wait and open its LISTEN or subscriber connection.
+ */
+export async function idleConsumer<T extends JsonValue>(
+  rheo: Rheo,
+  stream: string,
+  mode: ConsumeMode,
+  handler: (event: RheoEvent<T>) => void,
+): Promise<{ stop(): Promise<void> }> {
+  if (mode === 'competing') {
+    const consumer = rheo.consume<T>({ stream, group: 'g', concurrency: 1, maxDemand: 10, handler });
+    await sleep(300);
+    return consumer;
+  }
+  const consumer = rheo.consume<T>({ stream, group: 'g', assignment: 'partitions', concurrency: 1, heartbeatMs: 1_000, handler });
+  await waitUntil(`${stream} partition owned`, () => consumer.stats().owned.length > 0, 30_000, 5);
+  await sleep(300);
+  return consumer;
 }

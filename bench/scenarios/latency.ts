@@ -1,7 +1,7 @@
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
 import { graphileLatency, pgBossLatency } from '../lib/peers.js';
-import { consume, openRheo, type BackendKind } from '../lib/rheo-setup.js';
+import { idleConsumer, openRheo, type BackendKind, type ConsumeMode } from '../lib/rheo-setup.js';
 import { now, percentile, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, latencyGapMs } from '../lib/workload.js';
 
@@ -9,6 +9,7 @@ export const LATENCY = '4 latency';
 
 export const LATENCY_CASES = {
   notify: 'rheo postgres, notifications',
+  partitions: 'rheo postgres, partition mode, notifications',
   poll: 'rheo postgres, polling only (pollMs 200)',
   memory: 'rheo memory',
   graphile: 'graphile-worker (LISTEN/NOTIFY)',
@@ -27,6 +28,7 @@ export async function latencyScenario(ctx: BenchContext): Promise<void> {
     const url = await ctx.pg.createDatabase('rheo_bench_latency');
     try {
       recordPercentiles(ctx, LATENCY_CASES.notify, await rheoLatency('postgres', url, true, count));
+      recordPercentiles(ctx, LATENCY_CASES.partitions, await rheoLatency('postgres', url, true, count, 'partitions'));
       recordPercentiles(ctx, LATENCY_CASES.poll, await rheoLatency('postgres', url, false, count));
     } finally {
       await ctx.pg.dropDatabase('rheo_bench_latency');
@@ -64,30 +66,30 @@ function recordPercentiles(ctx: BenchContext, name: string, result: number[] | {
  * The appender and the consumer use separate rheo instances (separate pools,
  * as two processes would), so the consumer learns about an append only
  * through PostgreSQL (NOTIFY, or its next poll) and never through the
- * backend's in-process wake-up of its own appends.
+ * backend's in-process wake-up of its own appends. `mode` is how the
+ * consumer consumes: competing `rheo.consume` (claims leases) or partition
+ * ownership (reads its partition).
  */
-async function rheoLatency(kind: BackendKind, url: string | undefined, notify: boolean, count: number): Promise<{ samples: number[]; idleCpu: number }> {
+async function rheoLatency(
+  kind: BackendKind,
+  url: string | undefined,
+  notify: boolean,
+  count: number,
+  mode: ConsumeMode = 'competing',
+): Promise<{ samples: number[]; idleCpu: number }> {
   const rheo = await openRheo(kind, { url, notify });
   const appender = kind === 'memory' ? rheo : await openRheo(kind, { url, notify });
-  const stream = `latency-${notify ? 'notify' : 'poll'}`;
+  const stream = `latency-${notify ? 'notify' : 'poll'}-${mode}`;
   const sentAt = new Map<number, number>();
   const samples: number[] = [];
   try {
     await rheo.createStream(stream);
     await rheo.createGroup(stream, 'g');
-    const consumer = consume<{ n: number }>(rheo, {
-      stream,
-      group: 'g',
-      concurrency: 1,
-      maxDemand: 10,
-      handler: (event) => {
-        const at = now();
-        const sent = sentAt.get(event.payload.n);
-        if (sent !== undefined) samples.push(at - sent);
-      },
+    const consumer = await idleConsumer<{ n: number }>(rheo, stream, mode, (event) => {
+      const at = now();
+      const sent = sentAt.get(event.payload.n);
+      if (sent !== undefined) samples.push(at - sent);
     });
-    // Let the consumer reach its idle wait (and open its LISTEN connection) before the first append.
-    await sleep(300);
     const idleCpu = await idleCpuPercent(IDLE_MS);
     for (let i = 0; i < count; i++) {
       sentAt.set(i, now());

@@ -6,7 +6,7 @@ import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwawa
 import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency } from '../lib/bullmq.js';
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
-import { consume, fill } from '../lib/rheo-setup.js';
+import { fill, idleConsumer, type ConsumeMode } from '../lib/rheo-setup.js';
 import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, inChunks, latencyGapMs, payload } from '../lib/workload.js';
 import { drainWithConsume } from './consume.js';
@@ -29,7 +29,8 @@ export const REDIS_CASES = {
   consumeCpu: 'rheo redis rheo.consume: Redis CPU per event',
   consumeRatio: 'rheo redis consume ÷ raw fenced drain',
   rawLatency: 'raw XREADGROUP BLOCK wake p50',
-  latency: 'rheo redis idle append → handler p50 (pub/sub wakeup)',
+  latency: 'rheo redis idle append → handler p50 (competing, pub/sub wakeup)',
+  latencyPartitions: 'rheo redis idle append → handler p50 (partition mode, pub/sub wakeup)',
   bullmqEnqueue: 'BullMQ enqueue (addBulk × 1000)',
   bullmqDrain: (concurrency: number) => `BullMQ drain (1 Worker, concurrency ${concurrency}, removeOnComplete)`,
   bullmqBest: 'BullMQ drain, best concurrency',
@@ -41,6 +42,7 @@ export const REDIS_CASES = {
   consume8ClientCpu: 'rheo redis rheo.consume, 8 partitions: client CPU per event',
   spread: 'rheo redis rheo.consume on 8 partitions ÷ on 1',
   idleCpu: 'rheo redis idle consumer CPU (% of one core, 2 s)',
+  idleCpuPartitions: 'rheo redis idle partition-mode consumer CPU (% of one core, 2 s)',
 } as const;
 
 /**
@@ -119,9 +121,12 @@ export async function redisScenario(ctx: BenchContext): Promise<void> {
         // Idle latency.
         const samples = ctx.size(200, 40);
         ctx.record(REDIS, REDIS_CASES.rawLatency, 'ms', await rawBlockLatency(url, `lat-${run}`, samples));
-        const latency = await rheoLatency(rheo, `lat-${run}`, samples);
+        const latency = await separateLatency(url, `bench${run}`, `lat-${run}`, 'competing', samples);
         ctx.record(REDIS, REDIS_CASES.latency, 'ms', latency.p50);
         ctx.record(REDIS, REDIS_CASES.idleCpu, '%', latency.idleCpu);
+        const owned = await separateLatency(url, `bench${run}`, `lat-owned-${run}`, 'partitions', samples);
+        ctx.record(REDIS, REDIS_CASES.latencyPartitions, 'ms', owned.p50);
+        ctx.record(REDIS, REDIS_CASES.idleCpuPartitions, '%', owned.idleCpu);
 
         // BullMQ: the same number of jobs, the same payload, the same server.
         let best = { rate: 0, cpu: 0 };
@@ -251,25 +256,45 @@ async function rawBlockLatency(url: string, key: string, samples: number): Promi
   return median(latencies);
 }
 
-/** Idle latency from an append to its handler (median), on any backend; the embedded scenario uses it too. */
-/** Idle append → handler p50 (ms), and the CPU the process spent while its consumer waited idle (% of one core over 2 s). */
+/**
+ * Idle append → handler p50 (ms) with one rheo instance appending and
+ * consuming (its appends wake its consumer in process), and the CPU the
+ * process spent while its consumer waited idle (% of one core over 2 s); the
+ * embedded scenario uses it on every backend.
+ */
 export async function rheoLatency(rheo: Rheo, stream: string, samples: number): Promise<{ p50: number; idleCpu: number }> {
+  return idleLatency(rheo, rheo, stream, 'competing', samples);
+}
+
+/**
+ * Idle append → handler p50 with the appender on a rheo instance (and
+ * connections) of its own, as BullMQ's Queue and Worker are: the consumer
+ * learns of an append only through Redis pub/sub, never through the
+ * backend's in-process wake-up of its own appends. Also the CPU this process
+ * used while the consumer waited idle (% of one core over 2 s).
+ */
+async function separateLatency(url: string, prefix: string, stream: string, mode: ConsumeMode, samples: number): Promise<{ p50: number; idleCpu: number }> {
+  const rheo = createRheo({ backend: redisBackend({ url }, { prefix }) });
+  const appender = createRheo({ backend: redisBackend({ url }, { prefix }) });
+  try {
+    return await idleLatency(rheo, appender, stream, mode, samples);
+  } finally {
+    await appender.close();
+    await rheo.close();
+  }
+}
+
+/** `samples` single appends through `appender`, each to an idle consumer on `rheo`; p50 of append call → handler start. */
+async function idleLatency(rheo: Rheo, appender: Rheo, stream: string, mode: ConsumeMode, samples: number): Promise<{ p50: number; idleCpu: number }> {
   await rheo.createStream(stream);
   await rheo.createGroup(stream, 'g');
   const latencies: number[] = [];
-  const consumer = consume<{ at: number }>(rheo, {
-    stream,
-    group: 'g',
-    concurrency: 1,
-    handler: (event) => {
-      latencies.push(now() - event.payload.at);
-    },
+  const consumer = await idleConsumer<{ at: number }>(rheo, stream, mode, (event) => {
+    latencies.push(now() - event.payload.at);
   });
-  // Let the producer go idle and subscribe first.
-  await sleep(300);
   const idleCpu = await idleCpuPercent(2_000);
   for (let i = 0; i < samples; i++) {
-    await rheo.append(stream, { payload: { at: now() } });
+    await appender.append(stream, { payload: { at: now() } });
     await waitUntil('rheo wake', () => latencies.length > i, 10_000, 1);
     await sleep(latencyGapMs(i));
   }

@@ -87,6 +87,25 @@ class ScriptedOwned {
   }
 }
 
+/** A scripted source whose backend notifies appends when the test says so. */
+class NotifyingOwned extends ScriptedOwned {
+  readonly #waiters: Array<() => void> = [];
+  override readonly backend = {
+    name: 'scripted',
+    capabilities: { notifications: true },
+    waitForAppend: (_stream: string, _timeoutMs: number, signal?: AbortSignal): Promise<boolean> =>
+      new Promise<boolean>((resolve) => {
+        this.#waiters.push(() => resolve(true));
+        signal?.addEventListener('abort', () => resolve(false), { once: true });
+      }),
+  } as unknown as Backend;
+
+  /** An append landed: wakes whoever waits now (a notification nobody waits for is lost, as on a real store). */
+  notify(): void {
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
+}
+
 class Reports implements WorkerReport {
   readonly log: string[] = [];
   readonly errors: Array<[string, string]> = [];
@@ -186,6 +205,33 @@ describe('Slots', () => {
 });
 
 describe('PartitionWorker', () => {
+  it('listens before it reads: an append notified while an empty read is on its way wakes it, with no poll timer', async () => {
+    const source = new NotifyingOwned();
+    const seen: number[] = [];
+    const { worker } = build((e) => void seen.push(e.sequence), {}, { source });
+    await turns();
+    expect(source.reads).toHaveLength(1);
+    // The append commits (and is notified) after the read's snapshot, before its answer arrives.
+    source.notify();
+    source.lastRead().resolve([]);
+    await turns();
+    expect(source.reads).toHaveLength(2);
+    source.lastRead().resolve([event(1)]);
+    await turns();
+    expect(seen).toEqual([1]);
+    // Caught up and idle: a notification alone wakes it, again with no timer advanced.
+    expect(source.reads).toHaveLength(3);
+    source.lastRead().resolve([]);
+    await turns();
+    expect(source.reads).toHaveLength(3);
+    source.notify();
+    await turns();
+    expect(source.reads).toHaveLength(4);
+    worker.stop(0);
+    source.lastRead().resolve([]);
+    await worker.done;
+  });
+
   it('reads from the frontier with the fence, runs a batch in order and commits it once', async () => {
     const seen: number[] = [];
     const { source, worker, reports } = build((e) => void seen.push(e.sequence), { batchSize: 3 }, { frontier: 4 });
