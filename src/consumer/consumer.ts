@@ -20,7 +20,7 @@ import { Slots } from '../runtime/slots.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import type { LeaseSource } from '../runtime/sources.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
-import { CANCELLED } from '../runtime/append-wait.js';
+import { AppendListener, CANCELLED, type AppendWaitFn } from '../runtime/append-wait.js';
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
 import type { ConsumeOptions, ConsumerHandler, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
 import { HandlerRun, type RunResult } from './handler-run.js';
@@ -125,16 +125,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   };
   #fetching: Promise<void> | null = null;
   #kickQueued = false;
-  /** The store's append notification, `null` without the capability. */
-  readonly #appendWait: ((stream: string, timeoutMs: number, signal: AbortSignal) => Promise<boolean>) | null;
-  /**
-   * The store's wait for an append, registered (on the long-lived halt
-   * signal) before a claim and taken by the idle wait after a short one; one
-   * still out when a claim fills up serves the next idle wait. One wait per
-   * claim: a watch with two fresh AbortControllers per wake cost ~0.05 ms of
-   * the idle append → handler path (traced).
-   */
-  #listening: Promise<boolean> | null = null;
+  /** The store's wait for an append, registered before each claim (runtime/append-wait.ts). */
+  readonly #appends: AppendListener;
   #fetchFailures = 0;
   #backoffMs = 0;
   /** Aborted on stop: cuts poll and backoff waits short. */
@@ -172,11 +164,13 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.concurrency = o.concurrency;
     this.maxDemand = o.maxDemand;
     this.#slots = new Slots(o.concurrency);
-    this.#appendWait = source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null;
     this.#minDemand = o.minDemand ?? Math.max(1, Math.floor(o.maxDemand / 4));
     this.#partitions = o.partitions ? [...new Set(o.partitions)].sort((a, b) => a - b) : null;
     this.#fetchBackoff = o.fetchBackoff ?? { initialMs: Math.min(o.pollMs, 100), maxMs: 30_000 };
     this.#timers = o.timers ?? systemTimers;
+    const wait: AppendWaitFn | null = source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null;
+    // The store's wait lasts two polls: the claim before the idle wait eats into it, and the poll timer bounds it anyway.
+    this.#appends = new AppendListener(wait, o.stream, o.pollMs, 2 * o.pollMs, this.#timers, this.#halt.signal);
     this.#report = producerReporter(UNHEARD, this.#logger);
     this.#held = new InflightTracker<T>({
       leaseMs: o.leaseMs,
@@ -293,7 +287,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       const room = this.maxDemand - this.#held.size;
       if (room < this.#minDemand) return; // near the cap: settles resume us
       // Listen before claiming: an append that lands while the claim is on its way must still wake the wait after it.
-      this.#listen();
+      this.#appends.listen();
       let leases: Lease<T>[];
       try {
         leases = await this.#source.claim<T>(this.stream, this.group, {
@@ -317,7 +311,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
         return;
       }
       if (leases.length === 0) {
-        await this.#idleWait();
+        await this.#appends.idle();
         continue;
       }
       this.#report.fetched(leases);
@@ -325,32 +319,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       this.#pump();
       // A short claim means nothing else was claimable: wait for an append or
       // the poll instead of a claim that would come back empty.
-      if (leases.length < room && this.#state === 'running') await this.#idleWait();
+      if (leases.length < room && this.#state === 'running') await this.#appends.idle();
     }
-  }
-
-  /** Registers the store's wait for an append unless one is out. A failed wait leaves the rest to the poll timer. */
-  #listen(): void {
-    if (this.#listening !== null || this.#appendWait === null) return;
-    this.#listening = this.#appendWait(this.stream, 2 * this.#options.pollMs, this.#halt.signal).catch(() => new Promise<boolean>(() => undefined));
-  }
-
-  /** Waits `pollMs`, or less when the wait registered before the claim hears an append (or times out), or the consumer stops. */
-  #idleWait(): Promise<void> {
-    const woken = this.#listening;
-    this.#listening = null;
-    const halt = this.#halt.signal;
-    if (halt.aborted) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const done = (): void => {
-        timer.cancel();
-        halt.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = this.#timers.schedule(this.#options.pollMs, done);
-      halt.addEventListener('abort', done, { once: true });
-      void woken?.then(done);
-    });
   }
 
   async #fetchFailed(error: RheoError): Promise<void> {

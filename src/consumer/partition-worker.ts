@@ -2,6 +2,7 @@ import { isRheoError, type RheoError } from '../core/errors.js';
 import type { JsonValue, RheoEvent } from '../core/types.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { sleep, type Timers } from '../runtime/timers.js';
+import { AppendListener } from '../runtime/append-wait.js';
 import { isThenable } from '../runtime/lease-outcome.js';
 import { HandlerRun } from '../runtime/handler-run.js';
 import { CONSUMER_READING } from './handler-run.js';
@@ -56,11 +57,8 @@ export class PartitionWorker<T extends JsonValue> {
   readonly #abort = new AbortController();
   /** Ends idle waits and backoffs early when the worker stops. */
   readonly #wake = new AbortController();
-  /**
-   * The store's wait for an append, registered before a read that may come
-   * back empty and consumed by the idle wait after it (`null`: none out).
-   */
-  #listening: Promise<boolean> | null = null;
+  /** The store's wait for an append, registered before a read that may come back empty (runtime/append-wait.ts). */
+  readonly #appends: AppendListener;
   readonly #source: PartitionSource;
   readonly #o: ResolvedPartitionOptions<T>;
   readonly #timers: Timers;
@@ -87,6 +85,9 @@ export class PartitionWorker<T extends JsonValue> {
     this.#maxAttempts = env.maxAttempts;
     this.#report = env.report;
     this.#committer = env.committer;
+    const backend = source.backend;
+    const wait = backend.capabilities.notifications && backend.waitForAppend ? backend.waitForAppend.bind(backend) : null;
+    this.#appends = new AppendListener(wait, options.stream, options.pollMs, options.pollMs, env.timers, this.#wake.signal);
     // An abort from the worker (revocation past its grace, lost partition,
     // stop timeout) ends every run at once; what a handler still does is ignored.
     this.#abort.signal.addEventListener(
@@ -156,7 +157,7 @@ export class PartitionWorker<T extends JsonValue> {
         // and the append would wait out a whole pollMs. A read-ahead follows
         // a full batch and goes without. A wait still out after a read that
         // found events serves the next idle wait.
-        if (!ahead) this.#listen();
+        if (!ahead) this.#appends.listen();
         const read = await (ahead ?? this.#read(after));
         ahead = null;
         if (!Array.isArray(read)) {
@@ -171,7 +172,7 @@ export class PartitionWorker<T extends JsonValue> {
           // Nothing new: let the commit in flight land before waiting.
           if (!(await committing)) return;
           // Stopped while reading: a wait registered now would not see the abort that already happened.
-          if (!this.#stopping) await this.#idle();
+          if (!this.#stopping) await this.#appends.idle();
           continue;
         }
         const last = events[events.length - 1]!.sequence;
@@ -241,32 +242,6 @@ export class PartitionWorker<T extends JsonValue> {
     return true;
   }
 
-  /**
-   * Registers the store's wait for an append unless one is out, on the
-   * worker's long-lived signal. Not a watch of runtime/append-wait.ts: its
-   * fresh AbortControllers (one per watch, one per wait) put 0.25-0.29 ms
-   * between the notification and the read on a loaded two-core machine
-   * (PostgreSQL, timed with hrtime marks), against 0.12-0.15 ms with this
-   * and 0.09 ms with a wait registered after the read (which loses the
-   * notifications that arrive during it).
-   */
-  #listen(): void {
-    const backend = this.#source.backend;
-    if (this.#listening || !backend.capabilities.notifications || !backend.waitForAppend) return;
-    // A failed wait only costs latency: the poll timer stands in for it (ending at once would make the loop read without a pause).
-    this.#listening = backend
-      .waitForAppend(this.#o.stream, this.#o.pollMs, this.#wake.signal)
-      .catch(() => sleep(this.#timers, this.#o.pollMs, this.#wake.signal).then(() => false));
-  }
-
-  /** Waits for an append (the wait registered before the read) or pollMs; without notifications only pollMs. */
-  async #idle(): Promise<void> {
-    this.#listen();
-    const listening = this.#listening;
-    this.#listening = null;
-    if (listening) await listening;
-    else await sleep(this.#timers, this.#o.pollMs, this.#wake.signal);
-  }
 
   /** Runs a batch: in order, or in per-key chains; resolves with how each event ended. */
   async #runBatch(events: RheoEvent<T>[]): Promise<EventEnd[]> {

@@ -55,3 +55,61 @@ export async function waitForAppend(timers: Timers, pollMs: number, watch: Appen
     halt.removeEventListener('abort', stop);
   }
 }
+
+/** The store's `waitForAppend`, bound: resolves `true` on an append, `false` at the timeout or on abort. */
+export type AppendWaitFn = (stream: string, timeoutMs: number, signal: AbortSignal) => Promise<boolean>;
+
+/**
+ * One registered wait for an append, for a loop that lives as long as
+ * `halt`: `listen()` before each fetch or read that may come back empty (a
+ * notification that arrives while it is on its way must still find a
+ * waiter), `idle()` after one that did. A wait still out when a fetch came
+ * back full serves the next idle wait. Unlike `watchAppends`, it registers
+ * the store's wait on the loop's long-lived signal, so a wake costs no fresh
+ * AbortController: two per wake put 0.05-0.15 ms between the notification
+ * and the next fetch (traced, PostgreSQL and Redis).
+ */
+export class AppendListener {
+  readonly #wait: AppendWaitFn | null;
+  readonly #stream: string;
+  readonly #pollMs: number;
+  readonly #waitMs: number;
+  readonly #timers: Timers;
+  readonly #halt: AbortSignal;
+  #listening: Promise<boolean> | null = null;
+
+  /** `wait`: `null` without notifications (then `idle` is the poll alone); `waitMs`: how long a registered wait lasts. */
+  constructor(wait: AppendWaitFn | null, stream: string, pollMs: number, waitMs: number, timers: Timers, halt: AbortSignal) {
+    this.#wait = wait;
+    this.#stream = stream;
+    this.#pollMs = pollMs;
+    this.#waitMs = waitMs;
+    this.#timers = timers;
+    this.#halt = halt;
+  }
+
+  /** Registers the store's wait unless one is out. A failed wait leaves the rest to the poll timer. */
+  listen(): void {
+    if (this.#listening !== null || this.#wait === null) return;
+    this.#listening = this.#wait(this.#stream, this.#waitMs, this.#halt).catch(() => never());
+  }
+
+  /** Waits `pollMs`, or less when the registered wait ends (an append, or its own timeout) or `halt` aborts. */
+  idle(): Promise<void> {
+    this.listen();
+    const woken = this.#listening;
+    this.#listening = null;
+    const halt = this.#halt;
+    if (halt.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        timer.cancel();
+        halt.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = this.#timers.schedule(this.#pollMs, done);
+      halt.addEventListener('abort', done, { once: true });
+      void woken?.then(done);
+    });
+  }
+}
