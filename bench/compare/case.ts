@@ -4,11 +4,14 @@
  * worktree of the ref compared against), so both builds run the same case code.
  * The stream is drained twice (a warm-up, then the measured drain).
  * Prints one JSON line: `{ "rate": events/s, "cpuUs": client CPU µs per event,
- * "serverUs": PostgreSQL CPU µs per event (every postgres process on this
- * machine, from /proc; null where none is visible) }`.
+ * "serverUs": the store's CPU µs per event (PostgreSQL: every postgres process
+ * on this machine, from /proc, null where none is visible; Redis: INFO cpu) }`.
  *
  *     node --import tsx bench/compare/case.ts <root> <case> <url> <stream> <events>
  *     node --import tsx bench/compare/case.ts <root> fill <url> <stream> <events> <partitions>
+ *
+ * `<url>` is a PostgreSQL connection string, or `redis://host:port/?prefix=P`
+ * for the Redis backend under key prefix P (each build has its own).
  *
  * `fill` migrates the build's own database and appends the events (outside
  * any clock); each run then drains that stream with a fresh group. Client CPU is `process.cpuUsage()` of this process over
@@ -16,6 +19,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { postgresCpuMs } from '../lib/cpu.js';
 import { COMPARE_CASES, type CompareCaseId } from './cases.js';
 
@@ -46,15 +50,34 @@ const { createRheo, createLeaseSink } = (await import(entry('index'))) as {
   createRheo(o: unknown): RheoLike;
   createLeaseSink(options: Record<string, unknown>): NodeJS.WritableStream;
 };
-const { postgresBackend } = (await import(entry('postgres'))) as {
-  postgresBackend(config: unknown, options?: unknown): unknown;
-};
 const { pipeline } = await import('node:stream/promises');
+
+const redis = url.startsWith('redis://') ? new URL(url) : null;
+let backend: unknown;
+/** The store's CPU in ms so far (null where it cannot be read). */
+let serverCpuMs: () => Promise<number | null>;
+if (redis) {
+  const prefix = redis.searchParams.get('prefix') ?? 'rheo';
+  redis.search = '';
+  const { redisBackend } = (await import(entry('redis'))) as { redisBackend(config: unknown, options?: unknown): unknown };
+  backend = redisBackend({ url: redis.href }, { prefix });
+  const admin = new Redis(redis.href);
+  serverCpuMs = async () => {
+    const info = await admin.info('cpu');
+    const field = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+    return (field('used_cpu_user') + field('used_cpu_sys')) * 1000;
+  };
+  process.once('beforeExit', () => admin.disconnect());
+} else {
+  const { postgresBackend } = (await import(entry('postgres'))) as { postgresBackend(config: unknown, options?: unknown): unknown };
+  backend = postgresBackend({ connectionString: url });
+  serverCpuMs = () => Promise.resolve(postgresCpuMs());
+}
 
 // Telemetry off: a build from before OpenTelemetry support has none, so the
 // head runs as an application without \`@opentelemetry/api\` would (an older
 // build ignores the unknown key).
-const rheo = createRheo({ backend: postgresBackend({ connectionString: url }), telemetry: false });
+const rheo = createRheo({ backend, telemetry: false });
 if (caseId === 'fill') {
   await rheo.migrate();
   const partitions = Number(partitionsArg ?? 1);
@@ -76,7 +99,7 @@ async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number;
   let handled = 0;
   const handler = (): void => void handled++;
   const cpu0 = process.cpuUsage();
-  const server0 = postgresCpuMs();
+  const server0 = await serverCpuMs();
   const t0 = performance.now();
   let stop: () => Promise<unknown>;
   if (spec.mode === 'producer') {
@@ -105,7 +128,7 @@ async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number;
   }
   const elapsedMs = performance.now() - t0;
   const used = process.cpuUsage(cpu0);
-  const server1 = postgresCpuMs();
+  const server1 = await serverCpuMs();
   await stop();
   const serverUs = server0 === null || server1 === null ? null : ((server1 - server0) * 1000) / events;
   return { elapsedMs, cpuUs: (used.user + used.system) / events, serverUs };
@@ -116,3 +139,4 @@ await drain('warm');
 const { elapsedMs, cpuUs, serverUs } = await drain('run');
 await rheo.close();
 process.stdout.write(`${JSON.stringify({ rate: (events * 1000) / elapsedMs, cpuUs, serverUs })}\n`);
+process.exit(0);

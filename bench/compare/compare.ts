@@ -5,7 +5,9 @@
  * then runs the chosen cases (bench/compare/cases.ts) for that build and for
  * this working tree, interleaved (base, head, base, head, ...) on one
  * throwaway PostgreSQL 15 cluster (default durability), each build on its
- * own database migrated by itself. Every run is a fresh child process.
+ * own database migrated by itself, and for the Redis cases on one throwaway
+ * redis-server (AOF everysec), each build under its own key prefix (a ref
+ * without the Redis backend skips them). Every run is a fresh child process.
  * Prints, per case, the median drain rate and client CPU per event of each
  * build and their ratios (head / base). Interleaving spreads a shared
  * machine's noise over both builds; client CPU per event is the steadier figure.
@@ -16,13 +18,14 @@
  * does not have).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startThrowawayPostgres } from '../../scripts/throwaway-postgres.js';
+import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwaway-redis.js';
 import { pgAccess } from '../lib/context.js';
-import { COMPARE_CASES, type CompareCaseId } from './cases.js';
+import { COMPARE_CASES, type CompareBackend, type CompareCaseId } from './cases.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const headRoot = resolve(here, '../..');
@@ -104,9 +107,15 @@ async function main(): Promise<void> {
       execFileSync('npx', ['tsup', '--silent'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
     }
   }
+  if (!existsSync(join(baseRoot, 'src/redis.ts')) && args.cases.some((c) => COMPARE_CASES[c].backend === 'redis')) {
+    process.stdout.write(`${args.ref} has no Redis backend: its Redis cases are skipped\n`);
+    args.cases = args.cases.filter((c) => COMPARE_CASES[c].backend !== 'redis');
+  }
   const cluster = await startThrowawayPostgres({ durable: true, label: 'rheo-compare-pg', settings: ['max_connections=200', 'max_wal_size=4GB'] });
+  let redis: ThrowawayRedis | null = null;
   const cleanup = (): void => {
     cluster.stop();
+    redis?.stop();
     try {
       execFileSync('git', ['worktree', 'remove', '--force', baseRoot], { cwd: headRoot, stdio: 'ignore' });
     } finally {
@@ -119,13 +128,27 @@ async function main(): Promise<void> {
   });
   try {
     const pg = await pgAccess(cluster.url());
-    const builds = [
-      { name: 'base', root: baseRoot, url: await pg.createDatabase('rheo_compare_base') },
-      { name: 'head', root: headRoot, url: await pg.createDatabase('rheo_compare_head') },
-    ];
-    const partitionCounts = [...new Set(args.cases.map((c) => COMPARE_CASES[c].partitions))];
+    if (args.cases.some((c) => COMPARE_CASES[c].backend === 'redis')) {
+      redis = await startThrowawayRedis({ settings: ['--appendonly', 'yes', '--appendfsync', 'everysec'], label: 'rheo-compare-redis' });
+    }
+    const redisUrl = redis?.urls[0] ?? '';
+    const builds = await Promise.all(
+      (['base', 'head'] as const).map(async (name) => {
+        const urls: Record<CompareBackend, string> = {
+          postgres: await pg.createDatabase(`rheo_compare_${name}`),
+          redis: `${redisUrl}/?prefix=compare-${name}`,
+        };
+        return { name, root: name === 'base' ? baseRoot : headRoot, urls };
+      }),
+    );
+    const filled = new Set<string>();
     for (const b of builds) {
-      for (const p of partitionCounts) await child(b.root, ['fill', b.url, `compare-${p}`, String(args.events), String(p)]);
+      for (const c of args.cases) {
+        const { backend, partitions } = COMPARE_CASES[c];
+        if (filled.has(`${b.name}/${backend}/${partitions}`)) continue;
+        filled.add(`${b.name}/${backend}/${partitions}`);
+        await child(b.root, ['fill', b.urls[backend], `compare-${partitions}`, String(args.events), String(partitions)]);
+      }
     }
     process.stderr.write(`base ${args.ref} (${commit.slice(0, 9)}) against this tree; ${args.events} events, ${args.rounds} round(s)\n`);
     const results = new Map<string, Array<{ rate: number; cpuUs: number; serverUs: number | null }>>();
@@ -134,16 +157,17 @@ async function main(): Promise<void> {
         // Alternate which build goes first, so neither always runs on a warmer cluster.
         const order = round % 2 === 0 ? builds : [...builds].reverse();
         for (const b of order) {
-          const line = await child(b.root, [c, b.url, `compare-${COMPARE_CASES[c].partitions}`, String(args.events)]);
+          const line = await child(b.root, [c, b.urls[COMPARE_CASES[c].backend], `compare-${COMPARE_CASES[c].partitions}`, String(args.events)]);
           const sample = JSON.parse(line) as { rate: number; cpuUs: number; serverUs: number | null };
           const key = `${c}/${b.name}`;
           results.set(key, [...(results.get(key) ?? []), sample]);
-          const server = sample.serverUs === null ? '' : `, PostgreSQL ${sample.serverUs.toFixed(1)} µs/event`;
+          const store = COMPARE_CASES[c].backend === 'redis' ? 'Redis' : 'PostgreSQL';
+          const server = sample.serverUs === null ? '' : `, ${store} ${sample.serverUs.toFixed(1)} µs/event`;
           process.stderr.write(`  round ${round + 1} ${c} ${b.name}: ${Math.round(sample.rate)} events/s, client ${sample.cpuUs.toFixed(1)} µs CPU/event${server}\n`);
         }
       }
     }
-    const rows = [['case', 'base events/s', 'head events/s', 'rate ratio', 'base µs/event', 'head µs/event', 'CPU ratio', 'base PG µs/event', 'head PG µs/event', 'PG CPU ratio']];
+    const rows = [['case', 'base events/s', 'head events/s', 'rate ratio', 'base µs/event', 'head µs/event', 'CPU ratio', 'base store µs/event', 'head store µs/event', 'store CPU ratio']];
     for (const c of args.cases) {
       const base = results.get(`${c}/base`)!;
       const head = results.get(`${c}/head`)!;

@@ -81,6 +81,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly #options: ResolvedConsumeOptions<T>;
   readonly #handler: ConsumerHandler<T>;
   readonly #minDemand: number;
+  /** The largest claim: `maxDemand` split into the store's `claimsInFlight`. */
+  readonly #claimLimit: number;
   readonly #partitions: number[] | null;
   readonly #fetchBackoff: BackoffOptions;
   readonly #timers: Timers;
@@ -165,6 +167,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.maxDemand = o.maxDemand;
     this.#slots = new Slots(o.concurrency);
     this.#minDemand = o.minDemand ?? Math.max(1, Math.floor(o.maxDemand / 4));
+    this.#claimLimit = Math.ceil(o.maxDemand / Math.max(1, Math.floor(source.backend.claimsInFlight ?? 1)));
     this.#partitions = o.partitions ? [...new Set(o.partitions)].sort((a, b) => a - b) : null;
     this.#fetchBackoff = o.fetchBackoff ?? { initialMs: Math.min(o.pollMs, 100), maxMs: 30_000 };
     this.#timers = o.timers ?? systemTimers;
@@ -288,10 +291,11 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       if (room < this.#minDemand) return; // near the cap: settles resume us
       // Listen before claiming: an append that lands while the claim is on its way must still wake the wait after it.
       this.#appends.listen();
+      const limit = Math.min(room, this.#claimLimit);
       let leases: Lease<T>[];
       try {
         leases = await this.#source.claim<T>(this.stream, this.group, {
-          limit: room,
+          limit,
           consumerId: this.consumerId,
           leaseMs: this.#options.leaseMs,
           partitions: this.#partitions,
@@ -319,7 +323,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       this.#pump();
       // A short claim means nothing else was claimable: wait for an append or
       // the poll instead of a claim that would come back empty.
-      if (leases.length < room && this.#state === 'running') await this.#appends.idle();
+      if (leases.length < limit && this.#state === 'running') await this.#appends.idle();
     }
   }
 

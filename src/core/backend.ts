@@ -143,6 +143,16 @@ export interface LeaseStore {
 
   /** One result per op, in order; a failed op changes nothing. */
   settle(ops: SettleOp[]): Promise<SettleOutcome[]>;
+
+  /**
+   * How many claims a competing consumer splits a full demand into (default
+   * 1: one claim of all the room it has). A store that runs one call at a
+   * time (Redis) drains faster when the consumer handles one claim's leases
+   * while the store answers the next claim and the last settle; a store that
+   * runs them side by side (PostgreSQL) drains faster with fewer, larger claims.
+   * Only a throughput hint: `maxDemand` bounds the leases held either way.
+   */
+  readonly claimsInFlight?: number;
 }
 
 /** A group's progress: lag, frontier moves, dead letters, and what it stores. */

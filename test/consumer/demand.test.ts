@@ -1,11 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import type { HandlerOutcome } from '../../src/consumer/consumer-types.js';
 import { consumerFactories } from '../support/backends.js';
+import { ManualTimers } from '../streams/support/manual-timers.js';
 import { deferred, useConsumerFixture, waitFor, type Deferred } from './harness.js';
 
 const yieldTurns = async (n: number): Promise<void> => {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
 };
+
+/** A handler that waits, each run, on a gate it appends to `gates`. */
+const gatedInto =
+  (gates: Deferred<HandlerOutcome>[]) =>
+  (): Promise<HandlerOutcome> => {
+    const gate = deferred<HandlerOutcome>();
+    gates.push(gate);
+    return gate.promise;
+  };
 
 for (const factory of consumerFactories) {
   describe(`consume: demand (${factory.name})`, () => {
@@ -51,11 +61,7 @@ for (const factory of consumerFactories) {
       const consumer = consume({
         concurrency: 8,
         maxDemand: 8,
-        handler: () => {
-          const gate = deferred<HandlerOutcome>();
-          gates.push(gate);
-          return gate.promise;
-        },
+        handler: gatedInto(gates),
       });
       await waitFor(() => gates.length === 8 && consumer.stats().held === 8, 'eight handlers running');
       const atCap = faulty.calls.fetch;
@@ -70,6 +76,38 @@ for (const factory of consumerFactories) {
       await waitFor(() => gates.length === 10, 'two more handlers');
       expect(faulty.calls.fetch).toBe(atCap + 1); // both slots filled by one fetch
       expect(consumer.stats().held).toBe(8);
+      for (const gate of gates) gate.resolve('ack');
+    });
+
+    it("splits a full demand into the store's claimsInFlight claims, sending the next at once after a full one", async () => {
+      const { rheo, stream, consume, faulty, clock } = fx();
+      await rheo.appendBatch(stream, Array.from({ length: 20 }, (_, n) => ({ payload: { n } })));
+      faulty.claimsInFlight = 2;
+      const limits: number[] = [];
+      const fetch = faulty.fetch.bind(faulty);
+      faulty.fetch = (s, g, request) => {
+        limits.push(request.limit);
+        return fetch(s, g, request);
+      };
+      const gates: Deferred<HandlerOutcome>[] = [];
+      const consumer = consume({
+        // No poll fires (manual timers, and the store's own wait lasts two minutes):
+        // a full half taken for a short claim would wait here for an append.
+        timers: new ManualTimers(clock),
+        pollMs: 60_000,
+        concurrency: 8,
+        maxDemand: 8,
+        handler: gatedInto(gates),
+      });
+      await waitFor(() => gates.length === 8, 'eight handlers running');
+      expect(limits).toEqual([4, 4]);
+      expect(consumer.stats().held).toBe(8);
+
+      // minDemand (2) free: one claim of the room, under the half.
+      gates[0]!.resolve('ack');
+      gates[1]!.resolve('ack');
+      await waitFor(() => gates.length === 10, 'two more handlers');
+      expect(limits).toEqual([4, 4, 2]);
       for (const gate of gates) gate.resolve('ack');
     });
   });

@@ -61,6 +61,17 @@ export class FaultyBackend implements Backend {
     return this.inner.capabilities;
   }
 
+  /** The inner store's hint, unless a test sets its own. */
+  #claimsInFlight: number | undefined = undefined;
+
+  get claimsInFlight(): number | undefined {
+    return this.#claimsInFlight ?? this.inner.claimsInFlight;
+  }
+
+  set claimsInFlight(value: number | undefined) {
+    this.#claimsInFlight = value;
+  }
+
   /** Queues a fault; faults of one target apply in the order they were added. */
   fail(target: FaultTarget, code: RheoErrorCode, options: FaultOptions = {}): this {
     this.#faults[target].push({

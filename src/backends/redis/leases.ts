@@ -96,7 +96,8 @@ export class RedisLeases implements LeaseStore {
     const claimed = await Promise.all(
       plan.shares.map(async (share) => {
         if (share.claims === 0 && !share.extraTurn) return [];
-        const leaseIds = Array.from({ length: share.claims }, () => newLeaseId());
+        // One unguessable token per share; the k-th claim's lease id is the token and k (CLAIM builds them).
+        const token = `${newLeaseId()}.`;
         const [now, rows] = (await this.#store.group(
           CLAIM,
           stream,
@@ -111,15 +112,14 @@ export class RedisLeases implements LeaseStore {
             request.leaseMs,
             request.consumerId,
             order,
-            ...leaseIds,
+            token,
           ],
           ctx,
-        )) as [string, Array<[string, number, string, string, string]>];
+        )) as [string, Array<[number, number, string, string]>];
         const leasedAt = Number(now);
-        return rows.map(([sequence, attempt, t, , d], k): Lease => {
-          const seq = Number(sequence);
+        return rows.map(([seq, attempt, t, d], k): Lease => {
           return {
-            leaseId: leaseIds[k]!,
+            leaseId: `${token}${k + 1}`,
             receipt: receiptOf(stream, group, share.partition, seq),
             stream,
             group,

@@ -76,6 +76,13 @@ export function redisBackend(connection: RedisBackendConfig, options: RedisBacke
 export class RedisBackend implements Backend {
   readonly name = 'redis';
   readonly capabilities: BackendCapabilities;
+  /**
+   * Redis runs one script at a time: with two claims of half the demand, the
+   * consumer turns one claim into handler runs while Redis answers the
+   * other (measured on a no-op drain of 50,000 events: 1 partition
+   * 42-49k/s with one claim, 47-70k/s with two; 8 partitions 38-45k/s, 46-49k/s).
+   */
+  readonly claimsInFlight = 2;
   readonly prefix: string;
   readonly storeId: string;
   /** The connection, keys, catalog cache and script runner every concern shares (store.ts). */
