@@ -21,6 +21,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { BenchContext, log, pgAccess, type MetricSummary, type PgAccess } from './lib/context.js';
+import { quietMachine } from './lib/cpu.js';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../scripts/throwaway-postgres.js';
 import { markdownSummary, svgChart, textTable, type Bar, type Environment, type TargetCheck } from './lib/report.js';
 import { formatNumber } from './lib/stats.js';
@@ -133,8 +134,10 @@ async function main(): Promise<void> {
     const ctx = new BenchContext({ quick: args.quick, runs, only: args.only }, pg);
     for (const scenario of SCENARIOS) {
       if (args.only && !args.only.has(scenario.id)) continue;
+      // Start each scenario on a quiet machine: the cluster may still be vacuuming what the last one drained.
+      const busy = await quietMachine();
       const t0 = Date.now();
-      log(`scenario ${scenario.id} ...`);
+      log(`scenario ${scenario.id} ...${busy === null ? '' : ` (machine ${busy.toFixed(0)} % busy at the start)`}`);
       try {
         await scenario.run(ctx);
         log(`  done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

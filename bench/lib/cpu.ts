@@ -134,3 +134,23 @@ export function machineJiffies(): { busy: number; total: number } | null {
     return null;
   }
 }
+
+/**
+ * Waits, up to `maxMs`, for a second in which the whole machine is at most
+ * `busyPercent` busy (every core, from /proc/stat): what an earlier case left
+ * running (PostgreSQL's autovacuum and checkpoints after a drain, an AOF
+ * rewrite) would otherwise run beside the next case. Resolves with the busy
+ * share of the last second measured (`null` off Linux, at once).
+ */
+export async function quietMachine(busyPercent = 15, maxMs = 30_000): Promise<number | null> {
+  const deadline = Date.now() + maxMs;
+  for (;;) {
+    const a = machineJiffies();
+    if (a === null) return null;
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const b = machineJiffies();
+    if (b === null) return null;
+    const busy = b.total > a.total ? ((b.busy - a.busy) / (b.total - a.total)) * 100 : 0;
+    if (busy <= busyPercent || Date.now() >= deadline) return busy;
+  }
+}
