@@ -53,7 +53,8 @@ const UNHEARD = { emit: (): boolean => false, listenerCount: (): number => 0 };
 
 /**
  * The one-call runtime of competing consumers: one loop that claims leases
- * (at most `maxDemand` held, refilled once `minDemand` slots are free), runs
+ * (at most `maxDemand` held, refilled once `minDemand` slots are free, in
+ * claims of at most `maxDemand` split by the store's `claimsInFlight`), runs
  * the handler on each (`concurrency` at once, one per key with `orderBy`),
  * and settles by the handler's outcome with the policy of `settle-policy.ts`;
  * settles issued close together go to the store in one call, and every held
