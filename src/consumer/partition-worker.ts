@@ -242,7 +242,6 @@ export class PartitionWorker<T extends JsonValue> {
     return true;
   }
 
-
   /** Runs a batch: in order, or in per-key chains; resolves with how each event ended. */
   async #runBatch(events: RheoEvent<T>[]): Promise<EventEnd[]> {
     const ends: EventEnd[] = new Array<EventEnd>(events.length);
