@@ -74,10 +74,11 @@ if (redis) {
   serverCpuMs = () => Promise.resolve(postgresCpuMs());
 }
 
-// Telemetry off: a build from before OpenTelemetry support has none, so the
-// head runs as an application without \`@opentelemetry/api\` would (an older
-// build ignores the unknown key).
-const rheo = createRheo({ backend, telemetry: false });
+// Telemetry off unless the case says otherwise: a build from before
+// OpenTelemetry support has none, so the head runs as an application without
+// \`@opentelemetry/api\` would (an older build ignores the unknown key).
+const caseSpec = caseId === 'fill' ? null : COMPARE_CASES[caseId as CompareCaseId];
+const rheo = createRheo({ backend, telemetry: caseSpec !== null && 'telemetry' in caseSpec ? caseSpec.telemetry : false });
 if (caseId === 'fill') {
   await rheo.migrate();
   const partitions = Number(partitionsArg ?? 1);
@@ -91,7 +92,7 @@ if (caseId === 'fill') {
   await rheo.close();
   process.exit(0);
 }
-const spec = COMPARE_CASES[caseId as CompareCaseId];
+const spec = caseSpec!;
 /** One drain of the whole stream by a fresh group: `{ elapsedMs, cpuUs }` up to lag 0. */
 async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number; serverUs: number | null }> {
   const group = `g-${label}-${process.pid}-${Date.now()}`;

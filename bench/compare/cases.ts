@@ -4,6 +4,12 @@ export const COMPARE_CASES = {
   'consume-1': { backend: 'postgres', mode: 'consume', partitions: 1, maxDemand: 500, concurrency: 50 },
   /** The same on an 8-partition stream: spreading over partitions must not cost. */
   'consume-8': { backend: 'postgres', mode: 'consume', partitions: 8, maxDemand: 500, concurrency: 50 },
+  /**
+   * `consume-8` as most applications run it: `@opentelemetry/api` installed
+   * (some dependency brings it) with no provider registered, telemetry left
+   * on. Every other case turns telemetry off.
+   */
+  'consume-8-otel': { backend: 'postgres', mode: 'consume', partitions: 8, maxDemand: 500, concurrency: 50, telemetry: true },
   /** `assignment: 'partitions'` on 8 partitions (batchSize 500, concurrency 50). */
   'partitions-8': { backend: 'postgres', mode: 'partitions', partitions: 8, maxDemand: 500, concurrency: 50 },
   /** The streams adapter: RheoProducer piped into a no-op lease sink, 1 partition. */
@@ -14,7 +20,7 @@ export const COMPARE_CASES = {
   'redis-consume-8': { backend: 'redis', mode: 'consume', partitions: 8, maxDemand: 500, concurrency: 50 },
 } as const satisfies Record<
   string,
-  { backend: 'postgres' | 'redis'; mode: 'consume' | 'partitions' | 'producer'; partitions: number; maxDemand: number; concurrency: number }
+  { backend: 'postgres' | 'redis'; mode: 'consume' | 'partitions' | 'producer'; partitions: number; maxDemand: number; concurrency: number; telemetry?: boolean }
 >;
 
 export type CompareCaseId = keyof typeof COMPARE_CASES;

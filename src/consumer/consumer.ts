@@ -387,13 +387,13 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     }
     const run = new HandlerRun<T>(lease);
     this.#runs.set(id, run);
-    const result = this.#telemetry ? this.#startTraced(this.#telemetry, run) : run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
+    const scope = this.#telemetry?.process(lease) ?? null;
+    const result = scope ? this.#startTraced(scope, run) : run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge);
     if (isThenable(result)) void result.then((r) => this.#ran(run, r)).catch((error: unknown) => this.#broke(error));
     else this.#ran(run, result);
   }
 
-  #startTraced(telemetry: RheoTelemetry, run: HandlerRun<T>): RunResult | Promise<RunResult> {
-    const scope = telemetry.process(run.lease);
+  #startTraced(scope: ProcessScope, run: HandlerRun<T>): RunResult | Promise<RunResult> {
     this.#scopes.set(run.lease.leaseId, scope);
     return scope.run(() => run.run(this.#handler, this.#options.handlerTimeoutMs, this.#timers, this.#gauge));
   }
@@ -409,7 +409,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
         `rheo handler for stream "${lease.stream}", group "${lease.group}" failed (${result.failure.kind}); the event is retried`);
       report(this, 'handler-error', { ...leaseInfo(lease), kind: result.failure.kind, error: result.failure.error });
     }
-    const scope = this.#scopes.get(id);
+    const scope = this.#scopes.size === 0 ? undefined : this.#scopes.get(id);
     if (scope) {
       this.#scopes.delete(id);
       if (result.kind === 'lost') scope.handled(null, result.error);

@@ -92,6 +92,12 @@ export class RheoTelemetry {
   /** The groups whose owned count was last observed: one that lost its last consumer is observed at 0 once more. */
   #ownedGroups = new Map<string, { stream: string; group: string }>();
   readonly #lag: (stream: string, group: string) => Promise<LagReport>;
+  /**
+   * A meter provider was registered before this rheo was made. The metrics
+   * API has no proxy meter: one taken from the no-op provider stays a no-op,
+   * so without a provider no process duration is worth timing.
+   */
+  readonly #metering: boolean;
   /** See #tracingOn. */
   #tracing = false;
   #probeAt = 0;
@@ -103,6 +109,7 @@ export class RheoTelemetry {
     this.#tracer = api.trace.getTracer(INSTRUMENTATION_NAME);
     const meter = api.metrics.getMeter(INSTRUMENTATION_NAME);
     this.#meter = meter;
+    this.#metering = meter !== api.createNoopMeter();
     this.#operationDuration = meter.createHistogram('messaging.client.operation.duration', {
       unit: 's',
       description: 'Duration of append (send), fetch (receive) and settle calls',
@@ -217,7 +224,9 @@ export class RheoTelemetry {
    * leases or failed: an idle consumer polls several times a second, and
    * an empty poll is not worth a span.
    */
-  receive(stream: string, group: string, consumerId: string): Finish<Lease<unknown>[]> {
+  receive(stream: string, group: string, consumerId: string): Finish<Lease<unknown>[]> | undefined {
+    // Nothing would be recorded: no meter, and the receive span would be a no-op.
+    if (!this.#metering && !this.#tracingOn()) return undefined;
     const startedAt = Date.now();
     const started = performance.now();
     return (leases, error) => {
@@ -263,7 +272,8 @@ export class RheoTelemetry {
   }
 
   /** Settle latency and the settled counter, per backend call (the producer coalesces many settles into one). */
-  settle(ops: SettleOp[]): Finish<SettleResult[]> {
+  settle(ops: SettleOp[]): Finish<SettleResult[]> | undefined {
+    if (!this.#metering) return undefined;
     const started = performance.now();
     return (results, error) => {
       const durationS = seconds(started);
@@ -281,13 +291,20 @@ export class RheoTelemetry {
       if (!results) return;
       // One add per (stream, group, kind) of the call, not one per op: the
       // SDK hashes the attributes of every add, and a coalesced call holds hundreds.
+      // A call nearly always holds one (stream, group, kind): the last op's
+      // entry is compared before a key is built.
       const counts = new Map<string, { op: SettleOp; n: number }>();
+      let last: { op: SettleOp; n: number } | null = null;
       ops.forEach((op, i) => {
         if (!results[i]?.ok) return;
+        if (last !== null && last.op.kind === op.kind && last.op.stream === op.stream && last.op.group === op.group) {
+          last.n++;
+          return;
+        }
         const key = `${op.kind}\u0000${op.stream}\u0000${op.group}`;
-        const entry = counts.get(key);
-        if (entry) entry.n++;
-        else counts.set(key, { op, n: 1 });
+        last = counts.get(key) ?? null;
+        if (last) last.n++;
+        else counts.set(key, (last = { op, n: 1 }));
       });
       for (const { op, n } of counts.values()) {
         this.#settled.add(n, {
@@ -303,11 +320,13 @@ export class RheoTelemetry {
   /**
    * The `process` span of one lease, a child of the context its event
    * carries (so the trace reads append → wait in the log → handler →
-   * settle), and the `settle` span after it.
+   * settle), and the `settle` span after it. `null` when nothing would be
+   * recorded (no tracer, context manager or meter provider registered): the
+   * caller then runs the lease with no scope, as without telemetry.
    */
-  process(lease: Lease<unknown>): ProcessScope {
+  process(lease: Lease<unknown>): ProcessScope | null {
     const api = this.#api;
-    if (!this.#tracingOn()) return this.#untraced(lease);
+    if (!this.#tracingOn()) return this.#metering ? this.#untraced(lease) : null;
     const remote = remoteContext(api, lease);
     const parent = remote ? api.trace.setSpanContext(api.context.active(), remote) : api.context.active();
     const attributes = leaseAttributes(lease, 'process');

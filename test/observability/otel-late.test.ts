@@ -5,13 +5,15 @@ import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { ManualClock } from '../../src/core/clock.js';
 import { createRheo } from '../../src/rheo.js';
 import { until } from '../streams/support/wait.js';
-import { AsyncLocalContextManager } from './otel-support.js';
+import { AsyncLocalContextManager, registerMeter, total } from './otel-support.js';
 
 /**
  * While no tracer provider and no context manager are registered, a lease's
- * process span would be a no-op, and rheo skips it. These check what that
- * must not lose: spans once a provider is registered later, and the event's
- * trace context inside the handler when only a context manager is.
+ * process span would be a no-op, and rheo skips it (and, with no meter
+ * provider either, every per-lease measurement). These check what that
+ * must not lose: spans once a provider is registered later, the event's
+ * trace context inside the handler when only a context manager is, and the
+ * metrics when only a meter provider is.
  * (Its own file: the providers are process-global.)
  */
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
@@ -50,6 +52,27 @@ describe('telemetry while nothing traces', () => {
       await rheo.createGroup('s', 'g');
       await rheo.append('s', { payload: 1, metadata: { traceparent: TRACEPARENT } });
       expect(await handleOne(rheo, 1)).toBe(TRACE_ID);
+    } finally {
+      await rheo.close();
+    }
+  });
+
+  it('a meter provider alone still gets the process duration, fetch, settle and consumed metrics of rheo.consume', async () => {
+    const collect = registerMeter();
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const rheo = createRheo({ backend: memoryBackend({ clock }), clock });
+    try {
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      await rheo.append('s', { payload: 1 });
+      expect(await handleOne(rheo, 1)).toBeUndefined();
+      const found = await collect();
+      const process = found.get('messaging.process.duration') as Array<{ value: { count: number } }> | undefined;
+      expect(process?.reduce((n, point) => n + point.value.count, 0)).toBe(1);
+      expect(total(found.get('messaging.client.consumed.messages'), { 'messaging.destination.name': 's' })).toBe(1);
+      expect(total(found.get('rheo.client.settled.messages'), { 'messaging.operation.name': 'ack' })).toBe(1);
+      const operations = (found.get('messaging.client.operation.duration') ?? []).map((point) => point.attributes['messaging.operation.name']);
+      expect(operations).toEqual(expect.arrayContaining(['fetch', 'ack']));
     } finally {
       await rheo.close();
     }

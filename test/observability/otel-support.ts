@@ -46,15 +46,17 @@ export function registerOtel(): OtelHarness {
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
   trace.setGlobalTracerProvider(tracerProvider);
   context.setGlobalContextManager(new AsyncLocalContextManager());
+  return { spans, collect: registerMeter() };
+}
+
+/** Registers an SDK meter provider alone; returns what collects its metrics now. */
+export function registerMeter(): OtelHarness['collect'] {
   const reader = new OnDemandReader();
   metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
-  return {
-    spans,
-    collect: async () => {
-      const { resourceMetrics, errors } = await reader.collect();
-      if (errors.length > 0) throw errors[0];
-      return byName(resourceMetrics);
-    },
+  return async () => {
+    const { resourceMetrics, errors } = await reader.collect();
+    if (errors.length > 0) throw errors[0];
+    return byName(resourceMetrics);
   };
 }
 
