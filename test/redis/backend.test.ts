@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { RheoError } from '../../src/core/errors.js';
+import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { redisBackend } from '../../src/backends/redis/redis-backend.js';
 import { createRheo } from '../../src/rheo.js';
 import { ownRedisBackend, uniquePrefix, useRedis } from '../support/redis.js';
@@ -186,6 +187,84 @@ describe('redis backend: settle arguments', () => {
       await rheo.close();
     } finally {
       client.disconnect();
+    }
+  });
+});
+
+describe('redis backend: multi-partition fetch', () => {
+  /** A rheo on a borrowed client whose script calls are counted. */
+  async function counted(): Promise<{ rheo: ReturnType<typeof createRheo>; scripts: () => number; done: () => Promise<void> }> {
+    const client = new Redis(redis().urls[0]!, { lazyConnect: true });
+    await client.connect();
+    let scripts = 0;
+    const call = client.call.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { call: (...args: unknown[]) => Promise<unknown> }).call = (...args: unknown[]) => {
+      if (args[0] === 'evalsha' || args[0] === 'eval') scripts++;
+      return call(...args);
+    };
+    const rheo = createRheo({ backend: redisBackend({ client }, { prefix: uniquePrefix() }) });
+    return {
+      rheo,
+      scripts: () => scripts,
+      done: async () => {
+        await rheo.close();
+        client.disconnect();
+      },
+    };
+  }
+
+  it('once every partition is known to hold only events the budget cannot be passed by, one CLAIM per partition and no PEEK', async () => {
+    const { rheo, scripts, done } = await counted();
+    try {
+      await rheo.migrate();
+      await rheo.createStream('s', { partitions: 4 });
+      await rheo.createGroup('s', 'g');
+      await rheo.appendBatch('s', Array.from({ length: 16 }, (_, i) => ({ payload: i, partition: i % 4 })));
+      // The first fetch learns each partition's largest size from PEEK.
+      const first = await rheo.fetch('s', 'g', { limit: 4 });
+      expect(new Set(first.map((l) => l.event.partition)).size).toBe(4);
+      const before = scripts();
+      const second = await rheo.fetch('s', 'g', { limit: 6 });
+      expect(scripts() - before).toBe(4);
+      // Round by round in rotation order (the second fetch starts at partition 1).
+      expect(second.map((l) => `${l.event.partition}/${l.event.sequence}`)).toEqual(['1/2', '2/2', '3/2', '0/2', '1/3', '2/3']);
+      // Partition 0 and 3 are short of a third round: the walk is planned again and the others give the rest.
+      await rheo.ackMany([...first, ...second]);
+      const third = await rheo.fetch('s', 'g', { limit: 6 });
+      expect(third.map((l) => `${l.event.partition}/${l.event.sequence}`)).toEqual(['2/4', '3/3', '0/3', '1/4', '3/4', '0/4']);
+    } finally {
+      await done();
+    }
+  });
+
+  it('an event larger than the plan assumed sends the fetch back to PEEK, releases what was claimed, and claims what the memory backend claims', async () => {
+    const { rheo, done } = await counted();
+    const memory = createRheo({ backend: memoryBackend() });
+    try {
+      await rheo.migrate();
+      const answers: string[][] = [];
+      for (const r of [rheo, memory]) {
+        await r.createStream('s', { partitions: 2 });
+        await r.createGroup('s', 'g');
+        await r.appendBatch('s', Array.from({ length: 6 }, (_, i) => ({ payload: i, partition: i % 2 })));
+        const warm = await r.fetch('s', 'g', { limit: 2 });
+        await r.ackMany(warm);
+        // About 1,200 bytes: more than maxBytes / limit below, so partition 1 refuses the plan
+        // by counts after partition 0 claimed (and must release) its two; the budget then takes
+        // the four small ones, not the large one after them.
+        await r.append('s', { payload: 'x'.repeat(1_200), partition: 1 });
+        const leases = await r.fetch('s', 'g', { limit: 6, maxBytes: 1_210 });
+        expect(leases).toHaveLength(4);
+        const again = await r.fetch('s', 'g', { limit: 10 });
+        answers.push([...leases, ...again].map((l) => `${l.event.partition}/${l.event.sequence}@${l.attempt}`));
+      }
+      expect(answers[0]).toEqual(answers[1]);
+      // Nothing was claimed twice, and what the refused plan claimed and released kept its first attempt.
+      expect(answers[0]!.every((a) => a.endsWith('@1'))).toBe(true);
+      expect(new Set(answers[0]).size).toBe(5);
+    } finally {
+      await done();
+      await memory.close();
     }
   });
 });

@@ -72,3 +72,24 @@ export function planFetch(peeks: PartitionPeek[], limit: number, maxBytes: numbe
   for (const share of used) share.bytes += Math.floor(slack / used.length);
   return { shares };
 }
+
+/**
+ * The same walk when the byte budget cannot stop it: how many claims each
+ * partition (in rotation order) gets, one per round while it has more, until
+ * `limit`. `known[k]` is how many partition k is known to have
+ * (`Infinity`: at least as many as the walk could ask).
+ */
+export function planCounts(known: number[], limit: number): number[] {
+  const counts = known.map(() => 0);
+  let total = 0;
+  for (let progressed = true; progressed && total < limit; ) {
+    progressed = false;
+    for (let k = 0; k < known.length && total < limit; k++) {
+      if (counts[k]! >= known[k]!) continue;
+      counts[k]!++;
+      total++;
+      progressed = true;
+    }
+  }
+  return counts;
+}

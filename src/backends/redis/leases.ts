@@ -4,7 +4,7 @@ import { RheoError, staleLease } from '../../core/errors.js';
 import { newLeaseId } from '../../core/ids.js';
 import type { Lease } from '../../core/types.js';
 import { decodeEvent, encodeReason } from './codec.js';
-import { planFetch, type FetchPlan, type PartitionPeek } from './fetch-plan.js';
+import { planCounts, planFetch, type FetchPlan, type FetchShare, type PartitionPeek } from './fetch-plan.js';
 import { CLAIM, INIT_GROUP, PEEK, RENEW, SETTLE } from './lua/scripts.js';
 import * as retention from './retention.js';
 import { checkStart, partitionList, scopeOf, startArgs, type GroupMeta, type RedisStore } from './store.js';
@@ -14,6 +14,12 @@ export class RedisLeases implements LeaseStore {
   readonly #store: RedisStore;
   /** Where each group's next fetch starts its round-robin walk. */
   readonly #rotation = new Map<string, number>();
+  /**
+   * Per stream partition, its largest event size ever appended as the last
+   * PEEK or CLAIM there answered (-1: unknown). It only grows while the
+   * stream lives, and every CLAIM that relies on it checks it again.
+   */
+  readonly #largest = new Map<string, number>();
 
   constructor(store: RedisStore) {
     this.#store = store;
@@ -50,13 +56,22 @@ export class RedisLeases implements LeaseStore {
   }
 
   /**
-   * Two steps on a multi-partition fetch: PEEK reads the sizes of each
-   * partition's next claimable deliveries (one script per partition, in
-   * parallel), fetch-plan.ts walks them round-robin exactly as the memory
-   * backend's claim does, and CLAIM takes each partition's share. Concurrent
-   * fetches may claim part of a share first; CLAIM then takes the next
-   * claimable ones instead, and each delivery is still claimed once because
-   * every CLAIM is atomic on its partition.
+   * A multi-partition fetch walks the partitions round-robin, exactly as the
+   * memory backend's claim does, and each CLAIM (atomic on its partition)
+   * takes one partition's share; concurrent fetches may claim part of a
+   * share first, and CLAIM then takes the next claimable ones instead.
+   *
+   * - When no event of the walked partitions is large enough for the byte
+   *   budget to stop the walk (the limit times each one's largest event size
+   *   ever appended fits in `maxBytes`), the shares depend on how many
+   *   deliveries each partition has, not on their sizes: CLAIM takes them
+   *   at once, and a partition that comes back short has fewer than the walk
+   *   asked, so the walk is planned again with that known and the others
+   *   asked for the rest (one round in the common case). Each CLAIM checks
+   *   the largest size itself, against the one the plan assumed.
+   * - Otherwise (a larger event, or a size the process has not seen yet),
+   *   PEEK first reads the sizes of each partition's next claimable
+   *   deliveries and fetch-plan.ts walks them with the budget.
    */
   async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
     const { meta, g } = await this.#store.groupMeta(stream, group);
@@ -66,78 +81,140 @@ export class RedisLeases implements LeaseStore {
     this.#rotation.set(rotationKey, turn + 1);
     const start = turn % partitions.length;
     const walk = partitions.map((_, k) => partitions[(start + k) % partitions.length]!);
-    const ctx = { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true };
-    // One order for the whole fetch: its spent deliveries die by partition and sequence.
-    const order = this.#store.nextDeathOrder();
-    let plan: FetchPlan;
+    const claim: ClaimCall = {
+      stream,
+      group,
+      request,
+      maxAttempts: g.maxAttempts,
+      ctx: { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
+      // One order for the whole fetch: its spent deliveries die by partition and sequence.
+      order: this.#store.nextDeathOrder(),
+    };
     if (walk.length === 1) {
       // No extra turn: the walk ends at the limit, so a spent delivery after
       // the last claim waits for the next fetch (issue 12). Short of the
       // limit, CLAIM dead-letters every spent delivery it passes anyway.
-      plan = { shares: [{ partition: walk[0]!, claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: false }] };
-    } else {
-      const peek = (p: number, limit: number): Promise<PartitionPeek> =>
-        this.#store.group(PEEK, stream, group, p, [g.maxAttempts, limit, request.maxBytes], ctx).then((reply) => {
-          const [sizes, more] = reply as [number[], number];
-          return { partition: p, sizes, more: more === 1 };
-        });
-      // The walk takes at most ceil(limit / n) from each of n partitions
-      // that all have that many, so peek that many first. A partition
-      // exhausted short of its share leaves the others to fill the fetch:
-      // only then peek again up to the limit. A list cut by the byte budget
-      // stops the walk there, as it would with the full peek.
-      const share = Math.ceil(request.limit / walk.length);
-      let peeks = await Promise.all(walk.map((p) => peek(p, share)));
-      if (share < request.limit && peeks.some((p) => p.sizes.length < share && !p.more)) {
-        peeks = await Promise.all(walk.map((p) => peek(p, request.limit)));
+      const { leases } = await this.#claim(claim, walk[0]!, { claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: false }, null);
+      return leases;
+    }
+    const bound = Math.floor(request.maxBytes / request.limit);
+    if (walk.every((p) => (this.#largest.get(largestKey(stream, p)) ?? -1) >= 0 && this.#largest.get(largestKey(stream, p))! <= bound)) {
+      const claimed = await this.#claimByCounts(claim, walk, bound);
+      if (claimed) return interleave(claimed);
+    }
+    return interleave(await this.#claimBySizes(claim, walk));
+  }
+
+  /**
+   * The walk by counts (see fetch). `null` when a partition refused because
+   * it now holds an event larger than `bound`: what the others claimed is
+   * released (their attempts restored) and the caller walks by sizes.
+   */
+  async #claimByCounts(claim: ClaimCall, walk: number[], bound: number): Promise<Lease[][] | null> {
+    const known = walk.map(() => Number.POSITIVE_INFINITY);
+    const got: Lease[][] = walk.map(() => []);
+    for (;;) {
+      const asks = planCounts(known, claim.request.limit).map((n, k) => n - got[k]!.length);
+      if (asks.every((n) => n === 0)) return got;
+      const replies = await Promise.all(
+        walk.map((p, k) =>
+          asks[k] === 0 ? null : this.#claim(claim, p, { claims: asks[k]!, bytes: claim.request.maxBytes, first: false, extraTurn: false }, bound),
+        ),
+      );
+      let refused = false;
+      let short = false;
+      replies.forEach((reply, k) => {
+        if (!reply) return;
+        if (reply.refused) {
+          refused = true;
+          return;
+        }
+        got[k]!.push(...reply.leases);
+        if (reply.leases.length < asks[k]!) {
+          known[k] = got[k]!.length;
+          short = true;
+        }
+      });
+      if (refused) {
+        const ops: SettleOp[] = got.flat().map((lease) => ({ ...refOf(lease), kind: 'release' }));
+        if (ops.length > 0) await this.settle(ops);
+        return null;
       }
-      plan = planFetch(peeks, request.limit, request.maxBytes);
+      if (!short) return got;
     }
-    const claimed = await Promise.all(
-      plan.shares.map(async (share) => {
-        if (share.claims === 0 && !share.extraTurn) return [];
-        // One unguessable token per share; the k-th claim's lease id is the token and k (CLAIM builds them).
-        const token = `${newLeaseId()}.`;
-        const [now, rows] = (await this.#store.group(
-          CLAIM,
-          stream,
-          group,
-          share.partition,
-          [
-            g.maxAttempts,
-            share.claims,
-            share.bytes,
-            share.first ? '1' : '0',
-            share.extraTurn ? '1' : '0',
-            request.leaseMs,
-            request.consumerId,
-            order,
-            token,
-          ],
-          ctx,
-        )) as [string, Array<[number, number, string, string]>];
-        const leasedAt = Number(now);
-        return rows.map(([seq, attempt, t, d], k): Lease => {
-          return {
-            leaseId: `${token}${k + 1}`,
-            receipt: receiptOf(stream, group, share.partition, seq),
-            stream,
-            group,
-            consumerId: request.consumerId,
-            attempt,
-            leasedAt: new Date(leasedAt),
-            expiresAt: new Date(leasedAt + request.leaseMs),
-            event: decodeEvent(stream, share.partition, seq, t, d),
-          };
-        });
-      }),
+  }
+
+  /** The walk by sizes: PEEK, plan with the budget (fetch-plan.ts), CLAIM each share. */
+  async #claimBySizes(claim: ClaimCall, walk: number[]): Promise<Lease[][]> {
+    const { stream, group, request } = claim;
+    const peek = (p: number, limit: number): Promise<PartitionPeek> =>
+      this.#store.group(PEEK, stream, group, p, [claim.maxAttempts, limit, request.maxBytes], claim.ctx).then((reply) => {
+        const [sizes, more, largest] = reply as [number[], number, number];
+        this.#largest.set(largestKey(stream, p), largest);
+        return { partition: p, sizes, more: more === 1 };
+      });
+    // The walk takes at most ceil(limit / n) from each of n partitions
+    // that all have that many, so peek that many first. A partition
+    // exhausted short of its share leaves the others to fill the fetch:
+    // only then peek again up to the limit. A list cut by the byte budget
+    // stops the walk there, as it would with the full peek.
+    const share = Math.ceil(request.limit / walk.length);
+    let peeks = await Promise.all(walk.map((p) => peek(p, share)));
+    if (share < request.limit && peeks.some((p) => p.sizes.length < share && !p.more)) {
+      peeks = await Promise.all(walk.map((p) => peek(p, request.limit)));
+    }
+    const plan: FetchPlan = planFetch(peeks, request.limit, request.maxBytes);
+    return Promise.all(
+      plan.shares.map(async (s) => (s.claims === 0 && !s.extraTurn ? [] : (await this.#claim(claim, s.partition, s, null)).leases)),
     );
-    // The walk's order: round by round, partitions in rotation order.
-    const leases: Lease[] = [];
-    for (let round = 0; leases.length < claimed.reduce((n, c) => n + c.length, 0); round++) {
-      for (const list of claimed) if (list[round]) leases.push(list[round]!);
-    }
-    return leases;
+  }
+
+  /** One CLAIM of one partition's share; `bound`: the largest event size the caller's plan assumed (null: none). */
+  async #claim(
+    claim: ClaimCall,
+    partition: number,
+    share: Pick<FetchShare, 'claims' | 'bytes' | 'first' | 'extraTurn'>,
+    bound: number | null,
+  ): Promise<{ leases: Lease[]; refused: boolean }> {
+    const { stream, group, request } = claim;
+    // One unguessable token per share; the k-th claim's lease id is the token and k (CLAIM builds them).
+    const token = `${newLeaseId()}.`;
+    const [now, rows, largest] = (await this.#store.group(
+      CLAIM,
+      stream,
+      group,
+      partition,
+      [
+        claim.maxAttempts,
+        share.claims,
+        share.bytes,
+        share.first ? '1' : '0',
+        share.extraTurn ? '1' : '0',
+        request.leaseMs,
+        request.consumerId,
+        claim.order,
+        token,
+        bound === null ? '' : bound,
+      ],
+      claim.ctx,
+    )) as [string, Array<[number, number, string, string]> | 0, number];
+    this.#largest.set(largestKey(stream, partition), largest);
+    if (rows === 0) return { leases: [], refused: true };
+    const leasedAt = Number(now);
+    const leases = rows.map(([seq, attempt, t, d], k): Lease => {
+      return {
+        leaseId: `${token}${k + 1}`,
+        receipt: receiptOf(stream, group, partition, seq),
+        stream,
+        group,
+        consumerId: request.consumerId,
+        attempt,
+        leasedAt: new Date(leasedAt),
+        expiresAt: new Date(leasedAt + request.leaseMs),
+        event: decodeEvent(stream, partition, seq, t, d),
+      };
+    });
+    return { leases, refused: false };
   }
 
   async renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
@@ -204,6 +281,34 @@ export class RedisLeases implements LeaseStore {
     );
     return out;
   }
+}
+
+/** What every CLAIM of one fetch shares. */
+interface ClaimCall {
+  stream: string;
+  group: string;
+  request: FetchRequest;
+  maxAttempts: number;
+  ctx: { action: string; stream: string; group: string; writes: boolean };
+  order: string | number;
+}
+
+function largestKey(stream: string, partition: number): string {
+  return `${stream}\u0000${partition}`;
+}
+
+function refOf(lease: Lease): LeaseRef {
+  return { stream: lease.stream, group: lease.group, partition: lease.event.partition, sequence: lease.event.sequence, leaseId: lease.leaseId };
+}
+
+/** The walk's order: round by round, partitions in rotation order. */
+function interleave(claimed: Lease[][]): Lease[] {
+  const total = claimed.reduce((n, list) => n + list.length, 0);
+  const leases: Lease[] = [];
+  for (let round = 0; leases.length < total; round++) {
+    for (const list of claimed) if (list[round]) leases.push(list[round]!);
+  }
+  return leases;
 }
 
 /** Refs grouped by the script call that serves them: one per (stream, group, partition). */

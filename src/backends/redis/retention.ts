@@ -107,7 +107,12 @@ export async function createStream(host: RetentionHost, name: string, partitions
   for (let attempt = 0; ; attempt++) {
     await purgeDeleted(host, name);
     // Not yet listed: no other process writes these keys until the catalog names the stream.
-    await Promise.all(range(partitions).map((p) => host.command(['hset', k.partition(name, p).meta, 'inc', inc], ctx)));
+    // maxz only where absent: a process that created this name meanwhile may have appended already.
+    await Promise.all(
+      range(partitions).map((p) =>
+        Promise.all([host.command(['hset', k.partition(name, p).meta, 'inc', inc], ctx), host.command(['hsetnx', k.partition(name, p).meta, 'maxz', 0], ctx)]),
+      ),
+    );
     const created = await host.run(CREATE_STREAM, [k.streams, k.retention, k.deleted], [name, JSON.stringify(entry), policyJson(policy)], ctx);
     if (created === 1) break;
     // -1: a purge of an earlier stream of this name (ours or another process's) is not finished yet.

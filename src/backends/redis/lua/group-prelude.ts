@@ -5,7 +5,8 @@
  *
  *   1 log   the partition's Redis Stream; entry id `<sequence>-0`, fields t (timestamp ms), z (size), d (event JSON)
  *   2 meta  hash: hw (high watermark), last (latest timestamp), mono (0 once timestamps went backwards), dlc (dead-letter counter),
- *           lw (low watermark, absent: 1), inc (the stream's incarnation, written by createStream)
+ *           lw (low watermark, absent: 1), inc (the stream's incarnation, written by createStream),
+ *           maxz (largest event size ever appended; absent on partitions made before it was kept)
  *   3 st    hash: cursor (highest sequence ever offered), leased (count)
  *   4 d     hash: sequence -> open delivery `state|attempt|leasedAt|visibleAt|leaseId|consumerId`
  *   5 o     zset: open sequences (score = sequence), for the frontier and the storage gauge
@@ -43,6 +44,8 @@ ${NOW_LUA}
 local PART = tonumber(ARGV[2])
 
 local function high() return tonumber(redis.call('HGET', KMETA, 'hw') or '0') end
+-- The largest event size ever appended here, -1 when unknown (lua/log-scripts.ts).
+local function max_size() return tonumber(redis.call('HGET', KMETA, 'maxz') or '-1') end
 -- First retained sequence (a trim raises it; lua/retention-scripts.ts).
 local function low() return tonumber(redis.call('HGET', KMETA, 'lw') or '1') end
 local function cursor()

@@ -19,7 +19,8 @@ return 1
  * Fetch, first step: without claiming, the sizes of the partition's next
  * claimable deliveries in claim order (spent ones skipped), until `limit`
  * (ARGV[4]) of them or until their sizes pass `maxBytes` (ARGV[5]).
- * ARGV[3] is maxAttempts. Returns `{sizes, more}`.
+ * ARGV[3] is maxAttempts. Returns `{sizes, more, largest}`: largest is the
+ * partition's largest event size ever appended (-1: unknown).
  */
 export const PEEK = groupScript(
   'peek',
@@ -93,7 +94,7 @@ while true do
     if bytes > maxBytes then more = 1 break end
   end
 end
-return { sizes, more }
+return { sizes, more, max_size() }
 `,
 );
 
@@ -106,8 +107,10 @@ return { sizes, more }
  * found nothing to claim). ARGV[3] maxAttempts, ARGV[8] leaseMs,
  * ARGV[9] consumer id, ARGV[10] dead-letter order, ARGV[11] a fresh
  * unguessable token: the k-th claim's lease id is the token followed by k
- * (one argument instead of one per claim).
- * Returns `{now, {sequence, attempt, t, d}...}`.
+ * (one argument instead of one per claim). ARGV[12], when not empty, is the
+ * largest event size the caller's plan allows: a partition that ever held a
+ * larger one (or does not know) claims nothing and answers 0 for the list.
+ * Returns `{now, {sequence, attempt, t, d}..., largest}`, largest as PEEK's.
  */
 export const CLAIM = groupScript(
   'claim',
@@ -115,6 +118,8 @@ export const CLAIM = groupScript(
 local err = require_group() if err then return err end
 local maxAttempts, n, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local force, extra, leaseMs, consumer = ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9]
+local largest = max_size()
+if ARGV[12] ~= '' and (largest < 0 or largest > tonumber(ARGV[12])) then return { fmt(NOW), 0, largest } end
 promote()
 local h = high()
 local out = {}
@@ -212,7 +217,7 @@ for i = 1, #rows, 2000 do
 end
 if simple and c ~= cursor() then redis.call('HSET', KST, 'cursor', fmt(c)) end
 if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
-return { fmt(NOW), out }
+return { fmt(NOW), out, largest }
 `,
 );
 
