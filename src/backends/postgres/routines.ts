@@ -131,6 +131,18 @@ $rheo$`,
  * before. Before this, a
  * claim of 500 on 8 partitions read 4,000 events (and their sizes) to lease
  * 500: fetch(500) took 11-17 ms there against 7-9 ms on one partition.
+ *
+ * The claim commits with `synchronous_commit` off, for its own transaction
+ * only: it answers as soon as its commit is in the WAL buffers instead of
+ * after the WAL flush (an fsync, on an idle server most of the time between a
+ * woken consumer's claim and its handler's start). What a server crash can
+ * lose is the last fraction of a second of claims, never a settle: every
+ * settle commits synchronously, and a flush writes the WAL in order, so the
+ * claims before any settle that answered are durable with it. A claim the
+ * crash forgot is only a lease the server no longer knows: its holder's
+ * renewal and settle fail as stale, the delivery is claimed again with the
+ * same attempt number, and a transactional handler's writes roll back with
+ * its refused settle, so at-least-once and exactly-once hold as before.
  */
 export const claimRoutine = routine(
   'claim',
@@ -142,6 +154,8 @@ export const claimRoutine = routine(
   claim_contended boolean;
   claim_fresh integer;
 BEGIN
+  -- The claim's commit does not wait for its WAL flush (see claimRoutine's comment).
+  PERFORM set_config('synchronous_commit', 'off', true);
   SELECT array_agg(l.partition ORDER BY l.ord) INTO claim_parts
   FROM (
     SELECT c.partition, o.ord
