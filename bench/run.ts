@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 
 import { BenchContext, log, pgAccess, type MetricSummary, type PgAccess } from './lib/context.js';
 import { quietMachine } from './lib/cpu.js';
+import { BUNDLE_ENV } from './lib/rheo-entry.js';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../scripts/throwaway-postgres.js';
 import { markdownSummary, svgChart, textTable, type Bar, type Environment, type TargetCheck } from './lib/report.js';
 import { formatNumber } from './lib/stats.js';
@@ -64,6 +65,29 @@ const SCENARIOS: Array<{ id: string; run: (ctx: BenchContext) => Promise<void> }
   { id: 'embedded', run: embeddedScenario },
   { id: 'processes', run: processesScenario },
 ];
+
+/** The scenarios that start member processes (bench/lib/*-member.ts). */
+const MEMBER_SCENARIOS = new Set(['partitions', 'processes']);
+
+/**
+ * Builds the bundle (`npm run build`) for the member processes and names it
+ * in RHEO_BENCH_BUNDLE, which they inherit (bench/lib/rheo-entry.ts). With
+ * RHEO_BENCH_SOURCE=1, or when the build fails, they run the sources
+ * through tsx instead. Returns whether they run the bundle.
+ */
+function buildBundle(): boolean {
+  if (process.env.RHEO_BENCH_SOURCE === '1') return false;
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  try {
+    log('building the bundle for member processes (npm run build) ...');
+    execFileSync('npx', ['tsup'], { cwd: root, stdio: 'ignore' });
+    process.env[BUNDLE_ENV] = join(root, 'dist');
+    return true;
+  } catch (error) {
+    log(`  the build failed, members run the sources: ${(error as Error).message}`);
+    return false;
+  }
+}
 
 function parseArgs(argv: string[]): { quick: boolean; runs: number | null; only: Set<string> | null; out: string } {
   let quick = ['1', 'true', 'yes'].includes((process.env.RHEO_BENCH_QUICK ?? '').toLowerCase());
@@ -132,6 +156,10 @@ async function main(): Promise<void> {
     log(`${pg.version}; ${runs} run(s) per case${args.quick ? ', quick sizes' : ''}`);
 
     const ctx = new BenchContext({ quick: args.quick, runs, only: args.only }, pg);
+    if (SCENARIOS.some((s) => MEMBER_SCENARIOS.has(s.id) && (!args.only || args.only.has(s.id)))) {
+      const bundle = buildBundle();
+      if (bundle) ctx.notes.push('Member processes (partitions, processes) run the bundle `npm run build` made, as applications run rheo.');
+    }
     for (const scenario of SCENARIOS) {
       if (args.only && !args.only.has(scenario.id)) continue;
       // Start each scenario on a quiet machine: the cluster may still be vacuuming what the last one drained.

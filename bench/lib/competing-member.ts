@@ -4,8 +4,11 @@
  *
  *     node --import tsx bench/lib/competing-member.ts <url> <stream> <group> <maxDemand>
  */
-import { createRheo } from '../../src/index.js';
-import { postgresBackend } from '../../src/postgres.js';
+import { loadRheo } from './rheo-entry.js';
+
+const modules = await loadRheo();
+const { createRheo } = modules.index;
+const { postgresBackend } = modules.postgres;
 
 const [url, stream, group, maxDemand] = process.argv.slice(2);
 if (!url || !stream || !group || !maxDemand) {

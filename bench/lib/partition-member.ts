@@ -8,9 +8,12 @@
  *     node --import tsx bench/lib/partition-member.ts <url> <stream> <group> <batchSize> [partitions|competing]
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { createRheo } from '../../src/index.js';
-import { postgresBackend } from '../../src/postgres.js';
 import type { RebalanceEvent } from '../../src/observability/lease-events.js';
+import { loadRheo } from './rheo-entry.js';
+
+const modules = await loadRheo();
+const { createRheo } = modules.index;
+const { postgresBackend } = modules.postgres;
 
 const [url, stream, group, batchSize, mode = 'partitions'] = process.argv.slice(2);
 if (!url || !stream || !group || !batchSize || (mode !== 'partitions' && mode !== 'competing')) {

@@ -18,11 +18,13 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { writeFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
-
-import { createRheo } from '../../src/index.js';
-import { postgresBackend } from '../../src/postgres.js';
-import { redisBackend } from '../../src/redis.js';
 import type { RebalanceEvent } from '../../src/observability/lease-events.js';
+import { loadRheo } from './rheo-entry.js';
+
+const modules = await loadRheo();
+const { createRheo } = modules.index;
+const { postgresBackend } = modules.postgres;
+const { redisBackend } = modules.redis;
 
 export interface MemberConfig {
   backend: 'postgres' | 'redis';
