@@ -98,7 +98,7 @@ export class RedisLeases implements LeaseStore {
       return leases;
     }
     const bound = Math.floor(request.maxBytes / request.limit);
-    if (walk.every((p) => (this.#largest.get(largestKey(stream, p)) ?? -1) >= 0 && this.#largest.get(largestKey(stream, p))! <= bound)) {
+    if (walk.every((p) => this.#knownWithin(stream, p, bound))) {
       const claimed = await this.#claimByCounts(claim, walk, bound);
       if (claimed) return interleave(claimed);
     }
@@ -142,6 +142,12 @@ export class RedisLeases implements LeaseStore {
       }
       if (!short) return got;
     }
+  }
+
+  /** Whether the partition's largest event size is known (not -1 or unseen) and at most `bound`. */
+  #knownWithin(stream: string, partition: number, bound: number): boolean {
+    const largest = this.#largest.get(largestKey(stream, partition)) ?? -1;
+    return largest >= 0 && largest <= bound;
   }
 
   /** The walk by sizes: PEEK, plan with the budget (fetch-plan.ts), CLAIM each share. */
@@ -290,7 +296,7 @@ interface ClaimCall {
   request: FetchRequest;
   maxAttempts: number;
   ctx: { action: string; stream: string; group: string; writes: boolean };
-  order: string | number;
+  order: number;
 }
 
 function largestKey(stream: string, partition: number): string {
