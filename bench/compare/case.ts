@@ -2,7 +2,9 @@
  * One measured drain for `npm run bench:compare`, run in a child process
  * against the rheo source tree given as `<root>` (this build's, or the scratch
  * worktree of the ref compared against), so both builds run the same case code.
- * The stream is drained twice (a warm-up, then the measured drain).
+ * The stream is drained twice (a warm-up, then the measured drain); an
+ * `append` case instead appends twice as many events as `fill` does, in two
+ * timed runs, into streams of its own.
  * Prints one JSON line: `{ "rate": events/s, "cpuUs": client CPU µs per event,
  * "serverUs": the store's CPU µs per event (PostgreSQL: every postgres process
  * on this machine, from /proc, null where none is visible; Redis: INFO cpu) }`.
@@ -93,6 +95,25 @@ if (caseId === 'fill') {
   process.exit(0);
 }
 const spec = caseSpec!;
+
+/** Appends as `fill` does, timed, into a new stream of the case's partitions (no group, nothing drained). */
+async function appendRun(label: string): Promise<{ elapsedMs: number; cpuUs: number; serverUs: number | null }> {
+  const target = `${stream}-append-${label}-${process.pid}`;
+  await rheo.createStream(target, { partitions: spec.partitions });
+  const cpu0 = process.cpuUsage();
+  const server0 = await serverCpuMs();
+  const t0 = performance.now();
+  for (let i = 0; i < events; i += 1000) {
+    const inputs = [];
+    for (let j = i; j < Math.min(events, i + 1000); j++) inputs.push({ type: 'bench.compare', partition: j % spec.partitions, payload: { n: j, note: 'a small event' } });
+    await rheo.appendBatch(target, inputs);
+  }
+  const elapsedMs = performance.now() - t0;
+  const used = process.cpuUsage(cpu0);
+  const server1 = await serverCpuMs();
+  const serverUs = server0 === null || server1 === null ? null : ((server1 - server0) * 1000) / events;
+  return { elapsedMs, cpuUs: (used.user + used.system) / events, serverUs };
+}
 /** One drain of the whole stream by a fresh group: `{ elapsedMs, cpuUs }` up to lag 0. */
 async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number; serverUs: number | null }> {
   const group = `g-${label}-${process.pid}-${Date.now()}`;
@@ -135,9 +156,10 @@ async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number;
   return { elapsedMs, cpuUs: (used.user + used.system) / events, serverUs };
 }
 
-// A first drain warms the JIT and the pool up; only the second is measured.
-await drain('warm');
-const { elapsedMs, cpuUs, serverUs } = await drain('run');
+// A first drain (or append run) warms the JIT and the pool up; only the second is measured.
+const measure = spec.mode === 'append' ? appendRun : drain;
+await measure('warm');
+const { elapsedMs, cpuUs, serverUs } = await measure('run');
 await rheo.close();
 process.stdout.write(`${JSON.stringify({ rate: (events * 1000) / elapsedMs, cpuUs, serverUs })}\n`);
 process.exit(0);

@@ -189,7 +189,7 @@ export function describe(value: unknown): string {
  */
 export function frozenJsonCopy(what: string, value: unknown, budget?: JsonBudget): JsonValue {
   const b = budget ?? { bytes: 0, limit: Number.POSITIVE_INFINITY, onOverflow: () => invalidArgument(`${what} is too large`) };
-  return readingJson(what, () => copyJson(value, new Set(), what, 1, b));
+  return readingJson(what, () => copyJson(value, new Set(), null, what, 1, b));
 }
 
 export interface JsonBudget {
@@ -205,20 +205,52 @@ function spend(budget: JsonBudget, bytes: number): void {
   if (budget.bytes > budget.limit) throw budget.onOverflow(budget.bytes);
 }
 
-function copyJson(value: unknown, seen: Set<object>, path: string, depth: number, budget: JsonBudget): JsonValue {
-  if (typeof value !== 'object' || value === null) {
-    const problem = jsonProblem(value, seen, path, depth);
-    if (problem) throw invalidArgument(problem);
-    const scalar = value as string | number | boolean | null;
-    spend(
-      budget,
-      typeof scalar === 'string' ? jsonStringBytes(scalar) : typeof scalar === 'number' ? jsonNumberBytes(scalar) : jsonLiteralBytes(scalar),
-    );
-    return scalar;
+/**
+ * Where a value sits in the walk: its container's place and its key there. A
+ * frame is made per container, never per scalar, and the path text is written
+ * only for an error message.
+ */
+interface PathFrame {
+  readonly up: PathFrame | null;
+  /** The root's text (`up` null), a member name, or an array index. */
+  readonly key: string | number;
+}
+
+function pathOf(up: PathFrame | null, key: string | number): string {
+  if (up === null) return String(key);
+  const base = pathOf(up.up, up.key);
+  return typeof key === 'number' ? `${base}[${key}]` : `${base}.${key}`;
+}
+
+function badString(s: string): boolean {
+  return s.includes('\u0000') || !s.isWellFormed();
+}
+
+function copyJson(value: unknown, seen: Set<object>, up: PathFrame | null, key: string | number, depth: number, budget: JsonBudget): JsonValue {
+  switch (typeof value) {
+    case 'string':
+      if (badString(value)) throw invalidArgument(stringProblem(value, pathOf(up, key))!);
+      spend(budget, jsonStringBytes(value));
+      return value;
+    case 'number':
+      if (!Number.isFinite(value)) throw invalidArgument(`${pathOf(up, key)} is ${value}, which is not JSON`);
+      spend(budget, jsonNumberBytes(value));
+      return value;
+    case 'boolean':
+      spend(budget, jsonLiteralBytes(value));
+      return value;
+    case 'object':
+      if (value === null) {
+        spend(budget, jsonLiteralBytes(null));
+        return null;
+      }
+      break;
+    default:
+      throw invalidArgument(jsonProblem(value, seen, pathOf(up, key), depth)!);
   }
-  if (seen.has(value)) throw invalidArgument(`${path} contains a cycle`);
-  const deep = depthProblem(path, depth);
-  if (deep) throw invalidArgument(deep);
+  if (seen.has(value)) throw invalidArgument(`${pathOf(up, key)} contains a cycle`);
+  if (depth > MAX_JSON_DEPTH) throw invalidArgument(depthProblem(pathOf(up, key), depth)!);
+  const here: PathFrame = { up, key };
   seen.add(value);
   let out: JsonValue;
   if (Array.isArray(value)) {
@@ -226,20 +258,21 @@ function copyJson(value: unknown, seen: Set<object>, path: string, depth: number
     // Brackets and the commas between elements.
     spend(budget, 2 + Math.max(0, length - 1));
     const arr: JsonValue[] = new Array<JsonValue>(length);
-    for (let i = 0; i < length; i++) arr[i] = copyJson(value[i], seen, `${path}[${i}]`, depth + 1, budget);
+    for (let i = 0; i < length; i++) arr[i] = copyJson(value[i], seen, here, i, depth + 1, budget);
     out = arr;
   } else {
-    const instance = instanceProblem(path, value);
-    if (instance) throw invalidArgument(instance);
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) {
+      throw invalidArgument(instanceProblem(pathOf(up, key), value)!);
+    }
     const keys = Object.keys(value);
     // Braces, the commas between members and one colon per member.
     spend(budget, 2 + Math.max(0, keys.length - 1) + keys.length);
     const obj: { [key: string]: JsonValue } = {};
     for (const k of keys) {
-      const kp = stringProblem(k, `${path} key ${JSON.stringify(k)}`);
-      if (kp) throw invalidArgument(kp);
+      if (badString(k)) throw invalidArgument(stringProblem(k, `${pathOf(up, key)} key ${JSON.stringify(k)}`)!);
       spend(budget, jsonStringBytes(k));
-      const v = copyJson((value as Record<string, unknown>)[k], seen, `${path}.${k}`, depth + 1, budget);
+      const v = copyJson((value as Record<string, unknown>)[k], seen, here, k, depth + 1, budget);
       // Assigning "__proto__" would set the copy's prototype to the caller's
       // value (JSON.parse makes it an ordinary own key): keep it as data.
       if (k === '__proto__') Object.defineProperty(obj, k, { value: v, enumerable: true, writable: true, configurable: true });

@@ -123,7 +123,23 @@ export function transaction(calls: FacadeCalls, client: TransactionClient): Rheo
   return new RheoTransaction(calls, capability(calls.backend, 'transactions', 'transaction').transaction(client));
 }
 
-/** A new object per result: a backend may hand out the (frozen) event it stores. */
+/**
+ * A new object per result: a backend may hand out the (frozen) event it
+ * stores. Written out field by field: one object shape for every result, and
+ * cheaper than a spread per event of a large batch.
+ */
 function appended<T>({ event, existed }: AppendOutcome): AppendedEvent<T> {
-  return { ...(event as RheoEvent<T>), existed };
+  const e = event as RheoEvent<T>;
+  return {
+    id: e.id,
+    stream: e.stream,
+    partition: e.partition,
+    sequence: e.sequence,
+    type: e.type,
+    key: e.key,
+    payload: e.payload,
+    metadata: e.metadata,
+    timestamp: e.timestamp,
+    existed,
+  };
 }

@@ -153,6 +153,24 @@ describe('redis backend: time lookups', () => {
   });
 });
 
+describe('redis backend: the append script', () => {
+  it('indexes every id of a batch longer than one index write (1,000 ids), so a retry of the batch finds each one', async () => {
+    const backend = ownRedisBackend(redis());
+    const rheo = createRheo({ backend });
+    await rheo.migrate();
+    await rheo.createStream('s');
+    const inputs: Array<{ id: string; payload: number | string }> = Array.from({ length: 2_501 }, (_, i) => ({ id: `id-${i}`, payload: i }));
+    const first = await rheo.appendBatch('s', inputs);
+    expect(first.map((e) => e.sequence)).toEqual(inputs.map((_, i) => i + 1));
+    expect(first.every((e) => !e.existed)).toBe(true);
+    // The retry mixes the whole batch with new ids on either side of each index write's edge.
+    const again = await rheo.appendBatch('s', [{ id: 'new-a', payload: 'a' }, ...inputs, { id: 'new-b', payload: 'b' }]);
+    expect(again.map((e) => [e.sequence, e.existed])).toEqual([[2_502, false], ...inputs.map((_, i) => [i + 1, true]), [2_503, false]]);
+    expect(again.slice(1, -1).map((e) => e.payload)).toEqual(inputs.map((_, i) => i));
+    await rheo.close();
+  });
+});
+
 describe('redis backend: settle arguments', () => {
   it('a batch of acks sends two arguments per op (sequence, lease id); a mixed batch sends all six', async () => {
     const client = new Redis(redis().urls[0]!, { lazyConnect: true });

@@ -105,25 +105,25 @@ export class RedisLog implements LogStore, NotificationStore {
           // Deleted since this process cached it: forget it, so the next call looks again.
           if (error instanceof RheoError && error.code === 'stream_not_found') store.forget(stream);
           throw error;
-        })) as Array<[string, number, string?, string?, string?]>;
-        replies.forEach(([sequence, existed, t, , d], k) => {
+        })) as Array<number | [string, string, string]>;
+        replies.forEach((reply, k) => {
           const i = indexes[k]!;
           const input = inputs[i]!;
-          const event: RheoEvent =
-            existed === 1
-              ? decodeEvent(stream, p, Number(sequence), t!, d!)
-              : {
-                  id: ids[i]!,
-                  stream,
-                  partition: p,
-                  sequence: Number(sequence),
-                  type: input.type,
-                  key: input.key,
-                  payload: input.payload,
-                  metadata: input.metadata,
-                  timestamp: input.timestamp,
-                };
-          out[i] = { event, existed: existed === 1 };
+          const existed = typeof reply !== 'number';
+          const event: RheoEvent = existed
+            ? decodeEvent(stream, p, Number(reply[0]), reply[1], reply[2])
+            : {
+                id: ids[i]!,
+                stream,
+                partition: p,
+                sequence: reply,
+                type: input.type,
+                key: input.key,
+                payload: input.payload,
+                metadata: input.metadata,
+                timestamp: input.timestamp,
+              };
+          out[i] = { event, existed };
         });
       }),
     );

@@ -11,33 +11,38 @@ import type { LuaScript } from './script.js';
  * can leave a gap. The meta hash's `maxz`, written as 0 by createStream, keeps
  * the largest size ever appended to the partition (a fetch that cannot pass
  * its byte budget with events that large skips PEEK: leases.ts); a partition
- * without it (made before it existed) is left without it. Returns per event `{sequence, 0}` or, for an id already
- * stored in this partition, `{sequence, 1, t, z, d}`.
+ * without it (made before it existed) is left without it.
+ *
+ * Per event the script makes one call, the XADD: the id index is written with
+ * one HSET per thousand events at the end, since every Redis call inside a
+ * script costs about as much as the command itself (it is also what the AOF
+ * records). A batch never repeats an id (log.ts sends each given id once), and
+ * the ids it checks are looked up before any of its own are indexed.
+ * Returns per event its sequence as an integer or, for an id already stored in
+ * this partition, `{sequence, t, d}`.
  */
 export const APPEND: LuaScript = {
   name: 'append',
   keys: 3,
   source: `
 local KLOG, KMETA, KIDS = KEYS[1], KEYS[2], KEYS[3]
-local function fmt(n) return string.format('%d', n) end
 -- A stream deleted since the caller looked it up has no incarnation here: write nothing.
 if ARGV[2] ~= '' and redis.call('HGET', KMETA, 'inc') ~= ARGV[2] then return redis.error_reply('RHEO_NOSTREAM the stream was deleted') end
-local h = tonumber(redis.call('HGET', KMETA, 'hw') or '0')
-local last = redis.call('HGET', KMETA, 'last')
-if last then last = tonumber(last) end
-local mono = redis.call('HGET', KMETA, 'mono') ~= '0'
-local maxz = redis.call('HGET', KMETA, 'maxz')
-if maxz then maxz = tonumber(maxz) end
+local meta = redis.call('HMGET', KMETA, 'hw', 'last', 'mono', 'maxz')
+local h = tonumber(meta[1] or '0')
+local last = meta[2] and tonumber(meta[2])
+local mono = meta[3] ~= '0'
+local maxz = meta[4] and tonumber(meta[4])
 local grew = false
 local out = {}
-local added = 0
+local index = {}
 for i = 3, #ARGV, 5 do
   local id = ARGV[i]
   local existing = false
   if ARGV[i + 1] == '1' then existing = redis.call('HGET', KIDS, id) end
   if existing then
     local e = redis.call('XRANGE', KLOG, existing .. '-0', existing .. '-0')[1][2]
-    out[#out + 1] = { existing, 1, e[2], e[4], e[6] }
+    out[#out + 1] = { existing, e[2], e[6] }
   else
     h = h + 1
     local ts = tonumber(ARGV[i + 2])
@@ -45,19 +50,24 @@ for i = 3, #ARGV, 5 do
     last = ts
     local z = tonumber(ARGV[i + 3])
     if maxz and z > maxz then maxz, grew = z, true end
-    redis.call('XADD', KLOG, fmt(h) .. '-0', 't', ARGV[i + 2], 'z', ARGV[i + 3], 'd', ARGV[i + 4])
-    redis.call('HSET', KIDS, id, fmt(h))
-    out[#out + 1] = { fmt(h), 0 }
-    added = added + 1
+    local s = string.format('%d', h)
+    redis.call('XADD', KLOG, s .. '-0', 't', ARGV[i + 2], 'z', ARGV[i + 3], 'd', ARGV[i + 4])
+    index[#index + 1] = id
+    index[#index + 1] = s
+    out[#out + 1] = h
   end
 end
-if added > 0 then
+if #index > 0 then
+  for j = 1, #index, 2000 do
+    redis.call('HSET', KIDS, unpack(index, j, math.min(j + 1999, #index)))
+  end
   local m = '1'
   if not mono then m = '0' end
+  local hs = string.format('%d', h)
   if grew then
-    redis.call('HSET', KMETA, 'hw', fmt(h), 'last', fmt(last), 'mono', m, 'maxz', fmt(maxz))
+    redis.call('HSET', KMETA, 'hw', hs, 'last', string.format('%d', last), 'mono', m, 'maxz', string.format('%d', maxz))
   else
-    redis.call('HSET', KMETA, 'hw', fmt(h), 'last', fmt(last), 'mono', m)
+    redis.call('HSET', KMETA, 'hw', hs, 'last', string.format('%d', last), 'mono', m)
   end
   if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], '') end
 end
