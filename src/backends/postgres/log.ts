@@ -4,6 +4,7 @@ import { uuidv7 } from '../../core/ids.js';
 import { encodeQueryCursor } from '../../core/query-cursor.js';
 import type { JsonObject, JsonValue, QueryResult, RheoEvent, StreamInfo } from '../../core/types.js';
 import { routePartition } from '../../core/validation.js';
+import { intArrayLiteral, textArrayLiteral } from './array-literal.js';
 import { checkPartitions, type StreamRef } from './catalog.js';
 import type { Runner } from './connection.js';
 import { sqlState } from './errors.js';
@@ -180,19 +181,22 @@ export async function appendEvents(
     if (!unique.has(id)) unique.set(id, { id, input, partition });
   });
   const batch = [...unique.values()];
+  // Array literals built here (array-literal.ts): node-postgres escapes every
+  // element through two regular expressions, most of all the JSON texts,
+  // which was 8 % of an appending process's CPU.
   const values = [
     stream.id,
-    batch.map((b) => b.id),
-    batch.map((b) => b.input.type),
-    batch.map((b) => b.input.key),
-    batch.map((b) => JSON.stringify(b.input.payload)),
-    batch.map((b) => JSON.stringify(b.input.metadata)),
-    batch.map((b) => b.partition),
-    batch.map((b) => b.input.timestamp.toISOString()),
+    textArrayLiteral(batch.map((b) => b.id)),
+    textArrayLiteral(batch.map((b) => b.input.type)),
+    textArrayLiteral(batch.map((b) => b.input.key)),
+    textArrayLiteral(batch.map((b) => JSON.stringify(b.input.payload))),
+    textArrayLiteral(batch.map((b) => JSON.stringify(b.input.metadata))),
+    intArrayLiteral(batch.map((b) => b.partition)),
+    textArrayLiteral(batch.map((b) => b.input.timestamp.toISOString())),
     options.channel,
     stream.name,
     options.notify,
-    batch.map((b) => b.input.size),
+    intArrayLiteral(batch.map((b) => b.input.size)),
   ];
   const action = `append ${inputs.length} event(s) to stream "${stream.name}"`;
   const label = { action, stream: stream.name, writes: true };
