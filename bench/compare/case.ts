@@ -81,48 +81,63 @@ if (redis) {
 // \`@opentelemetry/api\` would (an older build ignores the unknown key).
 const caseSpec = caseId === 'fill' ? null : COMPARE_CASES[caseId as CompareCaseId];
 const rheo = createRheo({ backend, telemetry: caseSpec !== null && 'telemetry' in caseSpec ? caseSpec.telemetry : false });
+/** The `events` events in chunks of 1,000, one after another, spread over the partitions (an event without a key or partition goes to partition 0). */
+async function appendAll(target: string, partitions: number): Promise<void> {
+  for (let i = 0; i < events; i += 1000) {
+    const inputs = [];
+    for (let j = i; j < Math.min(events, i + 1000); j++) inputs.push({ type: 'bench.compare', partition: j % partitions, payload: { n: j, note: 'a small event' } });
+    await rheo.appendBatch(target, inputs);
+  }
+}
+
+interface Measured {
+  elapsedMs: number;
+  cpuUs: number;
+  serverUs: number | null;
+}
+
+/** Starts the clocks (wall, this process's CPU, the store's CPU); `read()` gives the figures per event since. */
+async function startClocks(): Promise<{ read(): Promise<Measured> }> {
+  const cpu0 = process.cpuUsage();
+  const server0 = await serverCpuMs();
+  const t0 = performance.now();
+  return {
+    read: async () => {
+      const elapsedMs = performance.now() - t0;
+      const used = process.cpuUsage(cpu0);
+      const server1 = await serverCpuMs();
+      const serverUs = server0 === null || server1 === null ? null : ((server1 - server0) * 1000) / events;
+      return { elapsedMs, cpuUs: (used.user + used.system) / events, serverUs };
+    },
+  };
+}
+
 if (caseId === 'fill') {
   await rheo.migrate();
   const partitions = Number(partitionsArg ?? 1);
   await rheo.createStream(stream, { partitions });
-  for (let i = 0; i < events; i += 1000) {
-    const inputs = [];
-    // Spread over the partitions: an event without a key or partition goes to partition 0.
-    for (let j = i; j < Math.min(events, i + 1000); j++) inputs.push({ type: 'bench.compare', partition: j % partitions, payload: { n: j, note: 'a small event' } });
-    await rheo.appendBatch(stream, inputs);
-  }
+  await appendAll(stream, partitions);
   await rheo.close();
   process.exit(0);
 }
 const spec = caseSpec!;
 
 /** Appends as `fill` does, timed, into a new stream of the case's partitions (no group, nothing drained). */
-async function appendRun(label: string): Promise<{ elapsedMs: number; cpuUs: number; serverUs: number | null }> {
+async function appendRun(label: string): Promise<Measured> {
   const target = `${stream}-append-${label}-${process.pid}`;
   await rheo.createStream(target, { partitions: spec.partitions });
-  const cpu0 = process.cpuUsage();
-  const server0 = await serverCpuMs();
-  const t0 = performance.now();
-  for (let i = 0; i < events; i += 1000) {
-    const inputs = [];
-    for (let j = i; j < Math.min(events, i + 1000); j++) inputs.push({ type: 'bench.compare', partition: j % spec.partitions, payload: { n: j, note: 'a small event' } });
-    await rheo.appendBatch(target, inputs);
-  }
-  const elapsedMs = performance.now() - t0;
-  const used = process.cpuUsage(cpu0);
-  const server1 = await serverCpuMs();
-  const serverUs = server0 === null || server1 === null ? null : ((server1 - server0) * 1000) / events;
-  return { elapsedMs, cpuUs: (used.user + used.system) / events, serverUs };
+  const clocks = await startClocks();
+  await appendAll(target, spec.partitions);
+  return clocks.read();
 }
+
 /** One drain of the whole stream by a fresh group: `{ elapsedMs, cpuUs }` up to lag 0. */
-async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number; serverUs: number | null }> {
+async function drain(label: string): Promise<Measured> {
   const group = `g-${label}-${process.pid}-${Date.now()}`;
   await rheo.createGroup(stream!, group);
   let handled = 0;
   const handler = (): void => void handled++;
-  const cpu0 = process.cpuUsage();
-  const server0 = await serverCpuMs();
-  const t0 = performance.now();
+  const clocks = await startClocks();
   let stop: () => Promise<unknown>;
   if (spec.mode === 'producer') {
     const producer = rheo.producer({ stream, group, maxDemand: spec.maxDemand });
@@ -148,12 +163,9 @@ async function drain(label: string): Promise<{ elapsedMs: number; cpuUs: number;
     if (Date.now() > deadline) throw new Error(`${caseId}: drained ${handled} of ${events} in 180 s`);
     await new Promise((resolve) => setTimeout(resolve, 2));
   }
-  const elapsedMs = performance.now() - t0;
-  const used = process.cpuUsage(cpu0);
-  const server1 = await serverCpuMs();
+  const measured = await clocks.read();
   await stop();
-  const serverUs = server0 === null || server1 === null ? null : ((server1 - server0) * 1000) / events;
-  return { elapsedMs, cpuUs: (used.user + used.system) / events, serverUs };
+  return measured;
 }
 
 // A first drain (or append run) warms the JIT and the pool up; only the second is measured.
