@@ -32,7 +32,9 @@ import { openRheo } from './lib/rheo-setup.js';
 import { median, sleep } from './lib/stats.js';
 
 const IDLE_MS = 15;
-const rounds = Number(/^--rounds=(\d+)$/.exec(process.argv.find((a) => a.startsWith('--rounds=')) ?? '')?.[1] ?? 100);
+const roundsArg = process.argv.find((a) => a.startsWith('--rounds='));
+const rounds = roundsArg ? Number(roundsArg.slice('--rounds='.length)) : 100;
+if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, got ${roundsArg}`);
 
 const cluster = await startThrowawayPostgres({
   durable: true,
