@@ -231,13 +231,103 @@ describe('redis backend: multi-partition fetch', () => {
     };
   }
 
+  /** Stream `s` of 4 partitions with 4 events in each, and group `g`. */
+  async function fourPartitions(rheo: ReturnType<typeof createRheo>): Promise<void> {
+    await rheo.migrate();
+    await rheo.createStream('s', { partitions: 4 });
+    await rheo.createGroup('s', 'g');
+    await rheo.appendBatch('s', Array.from({ length: 16 }, (_, i) => ({ payload: i, partition: i % 4 })));
+  }
+
+  /** A rheo on a borrowed client of its own. */
+  async function borrowed(): Promise<{ client: Redis; backend: ReturnType<typeof redisBackend>; rheo: ReturnType<typeof createRheo>; done: () => Promise<void> }> {
+    const client = new Redis(redis().urls[0]!, { lazyConnect: true });
+    await client.connect();
+    const backend = redisBackend({ client }, { prefix: uniquePrefix() });
+    const rheo = createRheo({ backend });
+    return {
+      client,
+      backend,
+      rheo,
+      done: async () => {
+        await rheo.close();
+        client.disconnect();
+      },
+    };
+  }
+
+  /** Counts the socket writes of a borrowed client (each `_write` or `_writev` the socket runs is one write to the kernel). */
+  function countWrites(client: Redis): () => number {
+    const socket = (client as unknown as { stream: { _write: (...a: unknown[]) => unknown; _writev?: (...a: unknown[]) => unknown } }).stream;
+    let writes = 0;
+    const write = socket._write.bind(socket);
+    socket._write = (...a: unknown[]) => {
+      writes++;
+      return write(...a);
+    };
+    const writev = socket._writev?.bind(socket);
+    if (writev) {
+      socket._writev = (...a: unknown[]) => {
+        writes++;
+        return writev(...a);
+      };
+    }
+    return () => writes;
+  }
+
+  it('the CLAIMs of a multi-partition fetch, and the SETTLEs and renewals across partitions, leave in one socket write', async () => {
+    const { client, rheo, done } = await borrowed();
+    try {
+      await fourPartitions(rheo);
+      // The first fetch learns the sizes (PEEK, then CLAIM) and fills the caches;
+      // its renewal and ack load RENEW and SETTLE on the server (NOSCRIPT, then EVAL).
+      const first = await rheo.fetch('s', 'g', { limit: 4 });
+      await rheo.renewMany(first, { leaseMs: 60_000 });
+      expect((await rheo.ackMany(first)).every((r) => r.ok)).toBe(true);
+      const writes = countWrites(client);
+      const second = await rheo.fetch('s', 'g', { limit: 8 });
+      expect(new Set(second.map((l) => l.event.partition)).size).toBe(4);
+      expect(writes()).toBe(1);
+      await rheo.renewMany(second, { leaseMs: 60_000 });
+      expect(writes()).toBe(2);
+      const acked = await rheo.ackMany(second);
+      expect(acked.every((r) => r.ok)).toBe(true);
+      expect(writes()).toBe(3);
+      // Each of those was four script calls, one per partition.
+      expect((await rheo.groupInfo('s', 'g')).inflight).toBe(0);
+      // A call alone is sent at once, as before.
+      const before = writes();
+      await rheo.fetch('s', 'g', { limit: 1, partitions: [2] });
+      expect(writes()).toBe(before + 1);
+    } finally {
+      await done();
+    }
+  });
+
+  it('a burst whose calls are not all sent (a settle of a partition the stream lacks) still sends the rest, and the socket is not left corked', async () => {
+    const { client, backend, rheo, done } = await borrowed();
+    try {
+      await rheo.migrate();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'g');
+      await rheo.appendBatch('s', [{ payload: 0, partition: 0 }, { payload: 1, partition: 1 }]);
+      const leases = await rheo.fetch('s', 'g', { limit: 2 });
+      const refs = leases.map((l) => ({ stream: 's', group: 'g', partition: l.event.partition, sequence: l.event.sequence, leaseId: l.leaseId, kind: 'ack' as const }));
+      // Partition 5 does not exist: its group of ops answers stale without a script call.
+      const outcomes = await backend.settle([...refs, { stream: 's', group: 'g', partition: 5, sequence: 1, leaseId: 'x.1', kind: 'ack' }]);
+      expect(outcomes.map((o) => o.ok)).toEqual([true, true, false]);
+      expect((client as unknown as { stream: { writableCorked: number } }).stream.writableCorked).toBe(0);
+      expect(await client.ping()).toBe('PONG');
+      expect((await rheo.groupInfo('s', 'g')).inflight).toBe(0);
+    } finally {
+      await done();
+    }
+  });
+
   it('once every partition is known to hold only events the budget cannot be passed by, one CLAIM per partition and no PEEK', async () => {
     const { rheo, scripts, done } = await counted();
     try {
-      await rheo.migrate();
-      await rheo.createStream('s', { partitions: 4 });
-      await rheo.createGroup('s', 'g');
-      await rheo.appendBatch('s', Array.from({ length: 16 }, (_, i) => ({ payload: i, partition: i % 4 })));
+      await fourPartitions(rheo);
       // The first fetch learns each partition's largest size from PEEK.
       const first = await rheo.fetch('s', 'g', { limit: 4 });
       expect(new Set(first.map((l) => l.event.partition)).size).toBe(4);

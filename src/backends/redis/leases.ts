@@ -116,6 +116,7 @@ export class RedisLeases implements LeaseStore {
     for (;;) {
       const asks = planCounts(known, claim.request.limit).map((n, k) => n - got[k]!.length);
       if (asks.every((n) => n === 0)) return got;
+      this.#store.writeBurst(asks.reduce((n, ask) => (ask === 0 ? n : n + 1), 0));
       const replies = await Promise.all(
         walk.map((p, k) =>
           asks[k] === 0 ? null : this.#claim(claim, p, { claims: asks[k]!, bytes: claim.request.maxBytes, first: false, extraTurn: false }, bound),
@@ -165,11 +166,14 @@ export class RedisLeases implements LeaseStore {
     // only then peek again up to the limit. A list cut by the byte budget
     // stops the walk there, as it would with the full peek.
     const share = Math.ceil(request.limit / walk.length);
+    this.#store.writeBurst(walk.length);
     let peeks = await Promise.all(walk.map((p) => peek(p, share)));
     if (share < request.limit && peeks.some((p) => p.sizes.length < share && !p.more)) {
+      this.#store.writeBurst(walk.length);
       peeks = await Promise.all(walk.map((p) => peek(p, request.limit)));
     }
     const plan: FetchPlan = planFetch(peeks, request.limit, request.maxBytes);
+    this.#store.writeBurst(plan.shares.reduce((n, s) => (s.claims === 0 && !s.extraTurn ? n : n + 1), 0));
     return Promise.all(
       plan.shares.map(async (s) => (s.claims === 0 && !s.extraTurn ? [] : (await this.#claim(claim, s.partition, s, null)).leases)),
     );
@@ -225,8 +229,10 @@ export class RedisLeases implements LeaseStore {
 
   async renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
     const out: RenewResult[] = new Array(refs.length);
+    const groups = groupRefs(refs);
+    this.#store.writeBurst(groups.size);
     await Promise.all(
-      [...groupRefs(refs)].map(async ([, indexes]) => {
+      [...groups].map(async ([, indexes]) => {
         const first = refs[indexes[0]!]!;
         const args: (string | number)[] = [leaseMs];
         for (const i of indexes) args.push(refs[i]!.sequence, refs[i]!.leaseId);
@@ -249,8 +255,10 @@ export class RedisLeases implements LeaseStore {
     // Dead letters of one call die in the order of its ops, across partitions
     // too; an ack never dead-letters, so it takes no order.
     const orders = ops.map((op) => (op.kind === 'ack' ? 0 : this.#store.nextDeathOrder()));
+    const groups = groupRefs(ops);
+    this.#store.writeBurst(groups.size);
     await Promise.all(
-      [...groupRefs(ops)].map(async ([, indexes]) => {
+      [...groups].map(async ([, indexes]) => {
         const first = ops[indexes[0]!]!;
         const ctx = { action: `settle leases of group "${first.group}" on stream "${first.stream}"`, stream: first.stream, group: first.group, writes: true };
         let g: GroupMeta;

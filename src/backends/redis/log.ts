@@ -93,6 +93,7 @@ export class RedisLog implements LogStore, NotificationStore {
       list.push(i);
     });
     const channel = store.notify ? store.keys.appendChannel(stream) : '';
+    store.writeBurst(byPartition.size);
     await Promise.all(
       [...byPartition].map(async ([p, indexes]) => {
         const keys = store.keys.partition(stream, p);

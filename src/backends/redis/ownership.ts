@@ -91,6 +91,8 @@ export interface OwnershipHost {
   /** Partitions of the stream and the group's covered partitions; `stream_not_found`, `group_not_found`. */
   group(stream: string, group: string): Promise<{ partitions: number; covered: number[] }>;
   nextDeathOrder(): number;
+  /** `count` calls about to be issued together leave in one socket write (store.ts). */
+  writeBurst(count: number): void;
 }
 
 interface FenceView {
@@ -212,6 +214,7 @@ export class RedisOwnership {
   }
 
   async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
+    this.#host.writeBurst(ops.length);
     return Promise.all(ops.map((op) => this.#commit(op)));
   }
 

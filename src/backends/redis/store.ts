@@ -38,6 +38,12 @@ export interface RedisStoreOptions {
  * commands and scripts run, and this process's cache of the stream and
  * group catalogs.
  */
+/** The part of a socket writeBurst uses. */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
 export class RedisStore {
   readonly keys: KeyLayout;
   readonly clock: Clock | null;
@@ -54,6 +60,11 @@ export class RedisStore {
   #deathOrder = 0;
   #client: Promise<RedisClientLike> | null = null;
   #owned: RedisClientLike | null = null;
+  /** The client once ready, for writeBurst (which cannot wait for it). */
+  #connected: RedisClientLike | null = null;
+  /** The corked socket of a burst, and how many of its commands are still to be issued (see writeBurst). */
+  #corked: Corkable | null = null;
+  #burstLeft = 0;
   #closed = false;
 
   constructor(options: RedisStoreOptions) {
@@ -109,7 +120,7 @@ export class RedisStore {
     if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
     if (this.#client) return this.#client;
     const connecting = (async () => {
-      if (this.#connection.client !== undefined) return this.#connection.client;
+      if (this.#connection.client !== undefined) return (this.#connected = this.#connection.client);
       const { client } = await createClient(this.#connection);
       // ioredis reports a dropped connection as an 'error' event; without a
       // listener it would only log, and calls already fail with a code.
@@ -134,7 +145,7 @@ export class RedisStore {
         client.disconnect();
         throw new RheoError('closed', 'the redis backend is closed');
       }
-      return client;
+      return (this.#connected = client);
     })();
     this.#client = connecting;
     connecting.catch(() => {
@@ -159,13 +170,53 @@ export class RedisStore {
   async command(args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {
     const client = await this.#clientFor(ctx);
     if (this.#closed) throw new RheoError('closed', 'the redis backend is closed');
-    return this.#scripts.command(client, args, ctx);
+    const reply = this.#scripts.command(client, args, ctx);
+    this.#issued();
+    return reply;
   }
 
   async run(script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
     const client = await this.#clientFor(ctx);
     if (this.#closed) throw new RheoError('closed', 'the redis backend is closed');
-    return this.#scripts.run(client, script, keys, args, ctx);
+    const reply = this.#scripts.run(client, script, keys, args, ctx);
+    this.#issued();
+    return reply;
+  }
+
+  /**
+   * Announces `count` commands about to be issued together (the
+   * per-partition scripts of one fetch or settle): they leave in one socket
+   * write instead of one each. The client's socket is corked until the last
+   * of them is issued, or at the latest until this turn's microtasks have
+   * run (one that fails before it is sent, say). Measured on an 8-partition
+   * drain (docs/performance.md): one write per fetch and per settle instead
+   * of eight cut both the client's and Redis's CPU per event. Commands issued
+   * alone are never held back. A Cluster client has no socket of its own,
+   * and its commands go out as before.
+   */
+  writeBurst(count: number): void {
+    if (count < 2 || this.#closed) return;
+    const stream = (this.#connected as { stream?: Partial<Corkable> } | null)?.stream;
+    if (this.#corked === null) {
+      if (!stream || typeof stream.cork !== 'function' || typeof stream.uncork !== 'function') return;
+      const corked = stream as Corkable;
+      corked.cork();
+      this.#corked = corked;
+      process.nextTick(() => this.#uncork(corked));
+    }
+    this.#burstLeft += count;
+  }
+
+  /** One command was handed to the client: the burst's last one sends them all. */
+  #issued(): void {
+    if (this.#corked !== null && --this.#burstLeft <= 0) this.#uncork(this.#corked);
+  }
+
+  #uncork(stream: Corkable): void {
+    if (this.#corked !== stream) return;
+    this.#corked = null;
+    this.#burstLeft = 0;
+    stream.uncork();
   }
 
   /**
