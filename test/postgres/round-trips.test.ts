@@ -109,6 +109,91 @@ describe('postgres round trips', () => {
     expect((await rheo.lag('s', 'g')).lag).toBe(0);
     await rheo.close();
   });
+
+  it('an empty fetch checks that the cached stream and group are still current with one statement, at most once a second', async () => {
+    const { rheo } = await setup(2, 2);
+    await rheo.createGroup('s', 'h');
+    expect(await rheo.fetch('s', 'h', { limit: 10 })).toHaveLength(2); // caches both names
+    const empty = await count(() => rheo.fetch('s', 'h', { limit: 10 }));
+    expect(empty.result).toEqual([]);
+    expect(empty.statements).toBe(2); // the claim, then one lookup of both ids
+    const again = await count(() => rheo.fetch('s', 'h', { limit: 10 }));
+    expect(again.statements).toBe(1);
+    // Group g deleted and made again by another instance: the empty claim under
+    // the old id looks both names up, finds the new id, and claims under it.
+    expect(await rheo.fetch('s', 'g', { limit: 10 })).toHaveLength(2);
+    const other = createRheo({ backend: postgresBackend({ pool }, { schema: (rheo.backend as unknown as { schema: string }).schema }) });
+    await other.deleteGroup('s', 'g', { confirm: true });
+    await other.createGroup('s', 'g');
+    const stale = await count(() => rheo.fetch('s', 'g', { limit: 10 }));
+    expect(stale.result.map((l) => l.event.sequence)).toEqual([1, 2]);
+    expect(stale.statements).toBe(4); // claim, lookup of both ids, the group's new id, claim
+    await other.close();
+    await rheo.close();
+  });
+
+  it('a heartbeat that moves no partition takes five round trips, its frontiers read with its write; one that moves some reads them after', async () => {
+    const { rheo } = await setup(4, 0);
+    await rheo.appendBatch('s', Array.from({ length: 40 }, (_, i) => ({ partition: i % 4, payload: { n: i } })));
+    // The first heartbeat takes every partition: its writes move them, so the
+    // frontiers are read in a statement of their own, after the ranges exploded.
+    const first = await count(() => rheo.heartbeat('s', 'g', { memberId: 'm' }));
+    expect(first.result.owned.map((o) => o.frontier)).toEqual([0, 0, 0, 0]);
+    const fence = (o: { partition: number; generation: number }) => ({ stream: 's', group: 'g', partition: o.partition, memberId: 'm', generation: o.generation });
+    const committed = await rheo.commit(first.result.owned.map((o) => ({ ...fence(o), upTo: o.partition + 2 })));
+    expect(committed.every((r) => r.ok)).toBe(true);
+    // BEGIN with its lock timeout, the group lock, the membership, the write with the frontiers, COMMIT.
+    const steady = await count(() => rheo.heartbeat('s', 'g', { memberId: 'm' }));
+    expect(steady.statements).toBe(5);
+    expect(steady.result.owned.map((o) => [o.partition, o.frontier])).toEqual([[0, 2], [1, 3], [2, 4], [3, 5]]);
+    expect(first.statements).toBeGreaterThan(steady.statements);
+    // A second member joining moves partitions: the frontiers come after the write again, and are right.
+    const joined = await count(() => rheo.heartbeat('s', 'g', { memberId: 'n' }));
+    expect(joined.result.owned).toEqual([]);
+    const view = await rheo.heartbeat('s', 'g', { memberId: 'm' });
+    expect(view.owned.map((o) => [o.partition, o.frontier])).toEqual([[0, 2], [1, 3], [2, 4], [3, 5]]);
+    expect(view.revoking).toHaveLength(2);
+  });
+
+  it('heartbeat and leave transactions run with the group lock idle timeout, and pooled connections keep the server default afterwards', async () => {
+    // Reads the setting on the heartbeat's own connection, just before its group lock is taken.
+    const seen: string[] = [];
+    const watched = new WeakSet<pg.PoolClient>();
+    const probe = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
+    const connect = probe.connect.bind(probe) as (...args: unknown[]) => unknown;
+    (probe as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) => {
+      const callback = args[0] as ((err: Error | undefined, client: pg.PoolClient | undefined, done: (r?: unknown) => void) => void) | undefined;
+      const watch = (client: pg.PoolClient): pg.PoolClient => {
+        if (watched.has(client)) return client;
+        watched.add(client);
+        const query = client.query.bind(client) as (...a: unknown[]) => Promise<pg.QueryResult>;
+        client.query = (async (...a: unknown[]) => {
+          const text = typeof a[0] === 'string' ? a[0] : ((a[0] as { text?: string }).text ?? '');
+          if (text.includes('group_ownership AS o')) seen.push((await query('SHOW idle_in_transaction_session_timeout')).rows[0].idle_in_transaction_session_timeout);
+          return query(...a);
+        }) as typeof client.query;
+        return client;
+      };
+      if (callback) return connect((err: Error | undefined, client: pg.PoolClient | undefined, done: (r?: unknown) => void) => callback(err, client && watch(client), done));
+      return (connect() as Promise<pg.PoolClient>).then(watch);
+    };
+    const rheo = createRheo({ backend: postgresBackend({ pool: probe }, { schema: uniqueSchema() }) });
+    try {
+      await rheo.migrate();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'g');
+      await rheo.heartbeat('s', 'g', { memberId: 'm' });
+      await rheo.heartbeat('s', 'g', { memberId: 'm' });
+      await rheo.leaveGroup('s', 'g', 'm');
+      expect(seen).toEqual(['5s', '5s', '5s']);
+      // SET LOCAL ended with each transaction: the one pooled connection is back at the default.
+      expect((await probe.query('SHOW idle_in_transaction_session_timeout')).rows[0].idle_in_transaction_session_timeout).toBe('0');
+    } finally {
+      await rheo.close();
+      await probe.end();
+    }
+  });
+
   it('reads of owned partitions asked for together share one statement; a stale fence fails alone, a call with a signal goes alone', async () => {
     const { rheo } = await setup(8, 0);
     await rheo.appendBatch('s', Array.from({ length: 800 }, (_, i) => ({ partition: i % 8, payload: { n: i } })));

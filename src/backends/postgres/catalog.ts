@@ -97,7 +97,7 @@ export class Catalog {
   /**
    * Whether the cached ids of `stream` (and `group`) are still current;
    * when not, forgets them so the next lookup finds the current ones (or
-   * reports them missing). Costs one or two lookups.
+   * reports them missing). Costs one lookup of both names.
    */
   async revalidate(stream: string, group?: string): Promise<boolean> {
     // At most once a second per name: idle producers fetch nothing every poll.
@@ -108,27 +108,19 @@ export class Catalog {
     this.#validated.set(key, now);
     if (this.#validated.size > 10_000) this.#validated.clear();
     const cached = this.#streams.get(stream);
-    if (cached) {
-      const [row] = await this.#db.query<{ id: number }>(
-        { action: `look up stream "${stream}"`, stream, writes: false },
-        this.#sql.lookupStream,
-        [stream],
-      );
-      if (!row || row.id !== cached.id) {
-        this.forgetStream(stream);
-        return false;
-      }
-    }
-    if (group === undefined) return true;
-    const g = this.#groups.get(`${stream}\u0000${group}`);
-    if (!g) return true;
-    const [row] = await this.#db.query<{ id: number }>(
-      { action: `look up group "${group}" of stream "${stream}"`, stream, group, writes: false },
-      this.#sql.lookupGroup,
-      [g.stream.id, group],
+    const g = group === undefined ? undefined : this.#groups.get(`${stream}\u0000${group}`);
+    if (!cached && !g) return true;
+    const [row] = await this.#db.query<{ stream_id: number; group_id: number | null }>(
+      { action: `look up stream "${stream}"${group === undefined ? '' : ` and its group "${group}"`}`, stream, group, writes: false },
+      this.#sql.currentIds,
+      [stream, group ?? null],
     );
-    if (!row || row.id !== g.id) {
-      this.forgetGroup(stream, group);
+    if (cached && row?.stream_id !== cached.id) {
+      this.forgetStream(stream);
+      return false;
+    }
+    if (g && row?.group_id !== g.id) {
+      this.forgetGroup(stream, group!);
       return false;
     }
     return true;

@@ -96,8 +96,11 @@ export class Database implements Runner {
    * Runs `fn` inside BEGIN/COMMIT on one connection. Failures before COMMIT is
    * sent roll back (nothing written, so a lost connection is
    * `backend_unavailable`); a connection lost during COMMIT is `ambiguous`.
+   * `begin`: the text that opens the transaction, a constant of rheo's own
+   * (never user input: it is sent as text, without parameters), which may
+   * add `SET LOCAL` statements to the BEGIN's round trip.
    */
-  async transaction<T>(ctx: StatementContext, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  async transaction<T>(ctx: StatementContext, fn: (tx: Queryable) => Promise<T>, begin = 'BEGIN'): Promise<T> {
     const client = await this.#checkout(ctx);
     const connection = client.connection;
     const signal = currentCallSignal();
@@ -116,7 +119,7 @@ export class Database implements Runner {
     const cancel = new StatementCancel(connection, signal);
     try {
       checkAborted();
-      await connection.query('BEGIN');
+      await connection.query(begin);
       const result = await fn(tx);
       checkAborted();
       committing = true;

@@ -74,6 +74,15 @@ export class PostgresOwnership implements OwnershipStore {
 /** Idle limit of a heartbeat's or leave's transaction, which holds the group's ownership lock. */
 export const GROUP_LOCK_IDLE_MS = 5_000;
 
+/**
+ * Opens a heartbeat's or leave's transaction. The group lock load() takes
+ * stops every heartbeat of the group until the transaction ends: a member
+ * frozen in the middle of it (SIGSTOP, a long pause) must not stall the
+ * others for good, so the server ends it once it has been idle that long,
+ * and the lock with it. Set in BEGIN's own round trip.
+ */
+const BEGIN_GROUP_LOCK = `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${GROUP_LOCK_IDLE_MS}`;
+
 type SlotRow = [partition: number, owner: string | null, target: string | null, generation: number, revokedAtMs: number | null];
 
 interface Loaded {
@@ -89,14 +98,10 @@ function label(g: GroupRef, action: string) {
 
 /**
  * Locks the group, refuses beside live leases when asked to, and loads its
- * membership with the owner rows locked (sql/ownership.ts).
+ * membership with the owner rows locked (sql/ownership.ts). Runs in a
+ * transaction opened with BEGIN_GROUP_LOCK.
  */
 async function load(ctx: StoreContext, tx: Queryable, g: GroupRef, refuseLeased: boolean): Promise<Loaded> {
-  // The group lock below stops every heartbeat of the group until this
-  // transaction ends: a member frozen in the middle of it (SIGSTOP, a long
-  // pause) must not stall the others for good, so the server ends it once
-  // it has been idle that long, and the lock with it.
-  await txQuery(tx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", [String(GROUP_LOCK_IDLE_MS)]);
   const [lock] = await txQuery<{ generation: number; now_ms: number; leased: boolean }>(tx, ctx.sql.ownership.lockGroup, [g.id, ctx.now()]);
   if (!lock) throw new Error('the group ownership lock returned no row');
   if (refuseLeased && lock.leased) throw groupModeConflict(g.stream.name, g.name);
@@ -109,13 +114,28 @@ async function load(ctx: StoreContext, tx: Queryable, g: GroupRef, refuseLeased:
   return { state: { groupGeneration: lock.generation, members, slots }, nowMs: lock.now_ms, before: new Set(members.keys()) };
 }
 
-async function write(ctx: StoreContext, tx: Queryable, g: GroupRef, loaded: Loaded, report: StepReport, refreshed: string | null): Promise<void> {
+/**
+ * Writes the step's changes. With `frontiers` (partitions), also reads their
+ * frontiers: in the same statement when no partition changed hands, else
+ * after the exploded ranges are rows.
+ */
+async function write(
+  ctx: StoreContext,
+  tx: Queryable,
+  g: GroupRef,
+  loaded: Loaded,
+  report: StepReport,
+  refreshed: string | null,
+  frontiers: number[] = [],
+): Promise<Map<number, number>> {
   const { state, before } = loaded;
   const upsert = refreshed === null ? [] : [refreshed];
   const removed = [...before].filter((m) => !state.members.has(m));
   const changed = [...report.changed].sort((a, b) => a - b);
   const slots = changed.map((p) => state.slots[p]!);
-  await txQuery(tx, ctx.sql.ownership.writeMembership, [
+  const read = frontiers.length > 0;
+  const together = read && changed.length === 0;
+  const written = await txQuery<FrontierRow>(tx, together ? ctx.sql.ownership.writeMembershipFrontiers : ctx.sql.ownership.writeMembership, [
     g.id,
     upsert,
     upsert.map((m) => state.members.get(m)!),
@@ -126,36 +146,47 @@ async function write(ctx: StoreContext, tx: Queryable, g: GroupRef, loaded: Load
     slots.map((s) => s.generation),
     slots.map((s) => s.revokedAt),
     state.groupGeneration,
+    ...(together ? [frontiers] : []),
   ]);
   // Expired lease ranges of partitions that change hands become rows, which
   // the new owner's commits delete (sql/ownership.ts commitSql).
   if (changed.length > 0) await txQuery(tx, ctx.sql.explodeGroup, [g.id, changed]);
+  const rows = together ? written : read ? await txQuery<FrontierRow>(tx, ctx.sql.ownership.frontiers, [g.id, frontiers]) : [];
+  return new Map(rows.map((row) => [row.partition, row.frontier]));
+}
+
+interface FrontierRow {
+  partition: number;
+  frontier: number;
 }
 
 async function heartbeat(ctx: StoreContext, stream: string, group: string, request: HeartbeatRequest): Promise<MemberView> {
   const g = await ctx.catalog.group(stream, group);
   assertWholeStreamGroup(g.stream.name, g.name, g.partitions, g.stream.partitions);
-  return ctx.db.transaction(label(g, `heartbeat of member "${request.memberId}"`), async (tx) => {
-    const loaded = await load(ctx, tx, g, true);
-    const report = heartbeatStep(loaded.state, request, loaded.nowMs);
-    await write(ctx, tx, g, loaded, report, request.memberId);
-    const mine = loaded.state.slots.flatMap((slot, p) => (slot.owner === request.memberId ? [p] : []));
-    const frontiers = new Map<number, number>();
-    if (mine.length > 0) {
-      const rows = await txQuery<{ partition: number; frontier: number }>(tx, ctx.sql.ownership.frontiers, [g.id, mine]);
-      for (const row of rows) frontiers.set(row.partition, row.frontier);
-    }
-    return memberView(loaded.state, request.memberId, (p) => frontiers.get(p) ?? 0);
-  });
+  return ctx.db.transaction(
+    label(g, `heartbeat of member "${request.memberId}"`),
+    async (tx) => {
+      const loaded = await load(ctx, tx, g, true);
+      const report = heartbeatStep(loaded.state, request, loaded.nowMs);
+      const mine = loaded.state.slots.flatMap((slot, p) => (slot.owner === request.memberId ? [p] : []));
+      const frontiers = await write(ctx, tx, g, loaded, report, request.memberId, mine);
+      return memberView(loaded.state, request.memberId, (p) => frontiers.get(p) ?? 0);
+    },
+    BEGIN_GROUP_LOCK,
+  );
 }
 
 async function leaveGroup(ctx: StoreContext, stream: string, group: string, memberId: string): Promise<void> {
   const g = await ctx.catalog.group(stream, group);
-  await ctx.db.transaction(label(g, `leave of member "${memberId}"`), async (tx) => {
-    const loaded = await load(ctx, tx, g, false);
-    const report = leaveStep(loaded.state, memberId, loaded.nowMs);
-    if (report.changed.size > 0 || loaded.before.has(memberId)) await write(ctx, tx, g, loaded, report, null);
-  });
+  await ctx.db.transaction(
+    label(g, `leave of member "${memberId}"`),
+    async (tx) => {
+      const loaded = await load(ctx, tx, g, false);
+      const report = leaveStep(loaded.state, memberId, loaded.nowMs);
+      if (report.changed.size > 0 || loaded.before.has(memberId)) await write(ctx, tx, g, loaded, report, null);
+    },
+    BEGIN_GROUP_LOCK,
+  );
 }
 
 /** Looks each distinct (stream, group) up once; `null` for one that does not exist. */

@@ -26,6 +26,7 @@ import {
   membersSql,
   readMembershipSql,
   releaseSql,
+  writeMembershipFrontiersSql,
   writeMembershipSql,
 } from './sql/ownership.js';
 import { explodeGroupSql } from './sql/ranges.js';
@@ -35,6 +36,7 @@ import {
   createStreamSql,
   listGroupsSql,
   listStreamsSql,
+  currentIdsSql,
   lookupGroupSql,
   lookupStreamSql,
 } from './sql/streams.js';
@@ -82,6 +84,7 @@ export function renderStatements(quotedSchema: string, named = true) {
     listStreams: listStreamsSql(s),
     createGroup: createGroupSql(s),
     lookupGroup: lookupGroupSql(s),
+    currentIds: currentIdsSql(s),
     listGroups: listGroupsSql(s),
     lag: lagSql(s),
     counts: countsSql(s),
@@ -101,6 +104,7 @@ export function renderStatements(quotedSchema: string, named = true) {
       lockGroup: lockGroupSql(s),
       readMembership: readMembershipSql(s),
       writeMembership: writeMembershipSql(s),
+      writeMembershipFrontiers: writeMembershipFrontiersSql(s),
       frontiers: frontiersSql(s),
       release: releaseSql(s),
       readOwned: prepared('read_owned', readOwnedRoutine.call(s)),

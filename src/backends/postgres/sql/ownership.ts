@@ -61,7 +61,27 @@ SELECT
  */
 export function writeMembershipSql(s: string): string {
   return `
-WITH upserted AS (
+${membershipWrites(s)}
+UPDATE ${s}.group_ownership SET generation = $10 WHERE group_id = $1`;
+}
+
+/**
+ * writeMembershipSql, answering with the frontiers of partitions $11 as
+ * frontiersSql does: a heartbeat that moved no partition (nothing to
+ * explode, so nothing the frontiers read changes) writes and reads in one
+ * round trip. The writes run whether or not the SELECT reads them.
+ */
+export function writeMembershipFrontiersSql(s: string): string {
+  return `
+${membershipWrites(s)},
+ownership AS (
+  UPDATE ${s}.group_ownership SET generation = $10 WHERE group_id = $1
+)
+${frontiersSelect(s, '$11')}`;
+}
+
+function membershipWrites(s: string): string {
+  return `WITH upserted AS (
   INSERT INTO ${s}.group_members (group_id, member_id, expires_at)
   SELECT $1, m.member_id, to_timestamp(m.expires_ms / 1000.0)
   FROM unnest($2::text[], $3::int8[]) AS m(member_id, expires_ms)
@@ -77,8 +97,7 @@ slots AS (
   FROM unnest($5::int[], $6::text[], $7::text[], $8::int8[], $9::int8[]) AS x(partition, owner, target, generation, revoked_ms)
   ON CONFLICT (group_id, partition) DO UPDATE
   SET owner = EXCLUDED.owner, target = EXCLUDED.target, generation = EXCLUDED.generation, revoked_at = EXCLUDED.revoked_at
-)
-UPDATE ${s}.group_ownership SET generation = $10 WHERE group_id = $1`;
+)`;
 }
 
 /**
@@ -88,6 +107,10 @@ UPDATE ${s}.group_ownership SET generation = $10 WHERE group_id = $1`;
  * $1 group_id, $2 partitions.
  */
 export function frontiersSql(s: string): string {
+  return frontiersSelect(s, '$2');
+}
+
+function frontiersSelect(s: string, partitions: string): string {
   return `
 SELECT c.partition,
   LEAST(c.cursor,
@@ -96,7 +119,7 @@ SELECT c.partition,
          FROM ${s}.lease_ranges r WHERE r.group_id = $1 AND r.partition = c.partition
          ORDER BY r.first_seq LIMIT 1)) AS frontier
 FROM ${s}.group_cursors c
-WHERE c.group_id = $1 AND c.partition = ANY ($2::int[])`;
+WHERE c.group_id = $1 AND c.partition = ANY (${partitions}::int[])`;
 }
 
 /**

@@ -57,6 +57,17 @@ SELECT g.id, g.max_attempts,
 FROM ${s}.groups g WHERE g.stream_id = $1 AND g.name = $2`;
 }
 
+/**
+ * The current ids behind a stream name and one of its group names, for a
+ * cache check (catalog.ts revalidate): no row when the stream is gone,
+ * group_id null when the group is (or $2 is null). $1 stream name, $2 group name or null.
+ */
+export function currentIdsSql(s: string): string {
+  return `
+SELECT st.id AS stream_id, (SELECT g.id FROM ${s}.groups g WHERE g.stream_id = st.id AND g.name = $2) AS group_id
+FROM ${s}.streams st WHERE st.name = $1`;
+}
+
 export function listGroupsSql(s: string): string {
   return `SELECT name FROM ${s}.groups WHERE stream_id = $1 ORDER BY name COLLATE "C"`;
 }
