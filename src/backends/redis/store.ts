@@ -31,6 +31,12 @@ export interface RedisStoreOptions {
   notify: boolean;
 }
 
+/** The part of a socket writeBurst uses. */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
 /**
  * What every concern of the Redis backend (log, leases, progress,
  * ownership, retention) shares: the connection (made on first use, ended by
@@ -38,12 +44,6 @@ export interface RedisStoreOptions {
  * commands and scripts run, and this process's cache of the stream and
  * group catalogs.
  */
-/** The part of a socket writeBurst uses. */
-interface Corkable {
-  cork(): void;
-  uncork(): void;
-}
-
 export class RedisStore {
   readonly keys: KeyLayout;
   readonly clock: Clock | null;
