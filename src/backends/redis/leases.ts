@@ -116,7 +116,7 @@ export class RedisLeases implements LeaseStore {
     for (;;) {
       const asks = planCounts(known, claim.request.limit).map((n, k) => n - got[k]!.length);
       if (asks.every((n) => n === 0)) return got;
-      this.#store.writeBurst(asks.reduce((n, ask) => (ask === 0 ? n : n + 1), 0));
+      this.#store.writeBurst(asks.filter((n) => n > 0).length);
       const replies = await Promise.all(
         walk.map((p, k) =>
           asks[k] === 0 ? null : this.#claim(claim, p, { claims: asks[k]!, bytes: claim.request.maxBytes, first: false, extraTurn: false }, bound),
@@ -173,10 +173,10 @@ export class RedisLeases implements LeaseStore {
       peeks = await Promise.all(walk.map((p) => peek(p, request.limit)));
     }
     const plan: FetchPlan = planFetch(peeks, request.limit, request.maxBytes);
-    this.#store.writeBurst(plan.shares.reduce((n, s) => (s.claims === 0 && !s.extraTurn ? n : n + 1), 0));
-    return Promise.all(
-      plan.shares.map(async (s) => (s.claims === 0 && !s.extraTurn ? [] : (await this.#claim(claim, s.partition, s, null)).leases)),
-    );
+    // A share with nothing to claim and no spent deliveries to pass sends no CLAIM.
+    const sends = (s: FetchShare): boolean => s.claims > 0 || s.extraTurn;
+    this.#store.writeBurst(plan.shares.filter(sends).length);
+    return Promise.all(plan.shares.map(async (s) => (sends(s) ? (await this.#claim(claim, s.partition, s, null)).leases : [])));
   }
 
   /** One CLAIM of one partition's share; `bound`: the largest event size the caller's plan assumed (null: none). */
