@@ -5,10 +5,23 @@ import { ManualClock } from '../../src/core/clock.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { databaseUrl, sharedPool, uniqueSchema } from '../support/postgres.js';
 
-/** A pool that counts every statement its clients send: one statement = one round trip. */
+/** Runs on a client just before it sends a statement, with the client's own (unwatched) query and the statement's text. */
+type BeforeQuery = (query: (text: string) => Promise<pg.QueryResult>, text: string) => Promise<void>;
+
+/**
+ * A pool that counts every statement its clients send: one statement = one
+ * round trip. `before`, when given, runs ahead of each statement (and may
+ * send statements of its own, uncounted).
+ */
 class CountingPool extends pg.Pool {
   statements = 0;
   readonly #wrapped = new WeakSet<pg.PoolClient>();
+  readonly #before: BeforeQuery | undefined;
+
+  constructor(config: pg.PoolConfig, before?: BeforeQuery) {
+    super(config);
+    this.#before = before;
+  }
 
   override async connect(): Promise<pg.PoolClient>;
   override connect(callback: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): void;
@@ -24,9 +37,12 @@ class CountingPool extends pg.Pool {
     if (!this.#wrapped.has(client)) {
       this.#wrapped.add(client);
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      const before = this.#before;
       client.query = ((...args: unknown[]) => {
         this.statements++;
-        return query(...args);
+        if (!before) return query(...args);
+        const text = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string }).text ?? '');
+        return before(query as (text: string) => Promise<pg.QueryResult>, text).then(() => query(...args));
       }) as typeof client.query;
     }
     return client;
@@ -158,25 +174,9 @@ describe('postgres round trips', () => {
   it('heartbeat and leave transactions run with the group lock idle timeout, and pooled connections keep the server default afterwards', async () => {
     // Reads the setting on the heartbeat's own connection, just before its group lock is taken.
     const seen: string[] = [];
-    const watched = new WeakSet<pg.PoolClient>();
-    const probe = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
-    const connect = probe.connect.bind(probe) as (...args: unknown[]) => unknown;
-    (probe as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) => {
-      const callback = args[0] as ((err: Error | undefined, client: pg.PoolClient | undefined, done: (r?: unknown) => void) => void) | undefined;
-      const watch = (client: pg.PoolClient): pg.PoolClient => {
-        if (watched.has(client)) return client;
-        watched.add(client);
-        const query = client.query.bind(client) as (...a: unknown[]) => Promise<pg.QueryResult>;
-        client.query = (async (...a: unknown[]) => {
-          const text = typeof a[0] === 'string' ? a[0] : ((a[0] as { text?: string }).text ?? '');
-          if (text.includes('group_ownership AS o')) seen.push((await query('SHOW idle_in_transaction_session_timeout')).rows[0].idle_in_transaction_session_timeout);
-          return query(...a);
-        }) as typeof client.query;
-        return client;
-      };
-      if (callback) return connect((err: Error | undefined, client: pg.PoolClient | undefined, done: (r?: unknown) => void) => callback(err, client && watch(client), done));
-      return (connect() as Promise<pg.PoolClient>).then(watch);
-    };
+    const probe = new CountingPool({ connectionString: databaseUrl(), max: 1 }, async (query, text) => {
+      if (text.includes('group_ownership AS o')) seen.push((await query('SHOW idle_in_transaction_session_timeout')).rows[0].idle_in_transaction_session_timeout);
+    });
     const rheo = createRheo({ backend: postgresBackend({ pool: probe }, { schema: uniqueSchema() }) });
     try {
       await rheo.migrate();
