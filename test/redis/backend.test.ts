@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { RheoError } from '../../src/core/errors.js';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
+import { KeyLayout } from '../../src/backends/redis/keys.js';
 import { redisBackend } from '../../src/backends/redis/redis-backend.js';
 import { createRheo } from '../../src/rheo.js';
 import { ownRedisBackend, uniquePrefix, useRedis } from '../support/redis.js';
@@ -204,6 +205,44 @@ describe('redis backend: settle arguments', () => {
       expect((await rheo.lag('s', 'g')).lag).toBe(1);
       await rheo.close();
     } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe('redis backend: encodings of the open deliveries', () => {
+  it('a claim leaves its partition\'s open, timer and delivery keys as a skiplist and a hash table, never a listpack, with no entry of its own left in them', async () => {
+    const client = new Redis(redis().urls[0]!);
+    const prefix = uniquePrefix();
+    const rheo = createRheo({ backend: redisBackend({ client }, { prefix }) });
+    try {
+      await rheo.migrate();
+      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createGroup('s', 'g');
+      const [, , , d, o, t] = new KeyLayout(prefix).group('s', 'g', 0);
+      await rheo.appendBatch('s', [0, 1, 2].map((n) => ({ payload: n, partition: 0 })));
+      // A short consumer id keeps every delivery row under the 64 bytes of a listpack entry.
+      const first = await rheo.fetch('s', 'g', { limit: 3, consumerId: 'c' });
+      expect(first).toHaveLength(3);
+      const shape = async (): Promise<unknown[]> => [
+        await client.object('ENCODING', d!),
+        await client.object('ENCODING', o!),
+        await client.object('ENCODING', t!),
+        await client.hlen(d!),
+        await client.zrange(o!, 0, -1),
+        await client.zcard(t!),
+      ];
+      expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 3, ['1', '2', '3'], 3]);
+      // Claiming into keys already converted adds nothing of its own either.
+      await rheo.appendBatch('s', [3, 4].map((n) => ({ payload: n, partition: 0 })));
+      const second = await rheo.fetch('s', 'g', { limit: 5, consumerId: 'c' });
+      expect(second.map((l) => l.event.sequence)).toEqual([4, 5]);
+      expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 5, ['1', '2', '3', '4', '5'], 5]);
+      // Settled, the keys go as before.
+      await rheo.ackMany([...first, ...second]);
+      expect(await client.exists(d!, o!, t!)).toBe(0);
+    } finally {
+      await rheo.close();
       client.disconnect();
     }
   });

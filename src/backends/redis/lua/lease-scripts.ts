@@ -209,12 +209,17 @@ while true do
     out[#out + 1] = { s, attempt, e[2], e[6] }
   end
 end
+local wideD, wideO, wideT = false, false, false
+if #rows > 0 then wideD, wideO, wideT = widen(KD, true), widen(KO, false), widen(KT, false) end
 for i = 1, #rows, 2000 do
   local last = math.min(i + 1999, #rows)
   redis.call('HSET', KD, unpack(rows, i, last))
   redis.call('ZADD', KO, unpack(opens, i, last))
   redis.call('ZADD', KT, unpack(timers, i, last))
 end
+unwiden(KD, true, wideD)
+unwiden(KO, false, wideO)
+unwiden(KT, false, wideT)
 if simple and c ~= cursor() then redis.call('HSET', KST, 'cursor', fmt(c)) end
 if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
 return { fmt(NOW), out, largest }
