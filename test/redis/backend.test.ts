@@ -211,36 +211,43 @@ describe('redis backend: settle arguments', () => {
 });
 
 describe('redis backend: encodings of the open deliveries', () => {
-  it('a claim leaves its partition\'s open, timer and delivery keys as a skiplist and a hash table, never a listpack, with no entry of its own left in them', async () => {
+  it('a claim of 8 or more leaves its partition\'s open, timer and delivery keys a skiplist and a hash table, with no entry of its own in them; a smaller one leaves them as they are', async () => {
     const client = new Redis(redis().urls[0]!);
     const prefix = uniquePrefix();
     const rheo = createRheo({ backend: redisBackend({ client }, { prefix }) });
     try {
       await rheo.migrate();
-      await rheo.createStream('s', { partitions: 2 });
+      await rheo.createStream('s');
       await rheo.createGroup('s', 'g');
       const [, , , d, o, t] = new KeyLayout(prefix).group('s', 'g', 0);
-      await rheo.appendBatch('s', [0, 1, 2].map((n) => ({ payload: n, partition: 0 })));
-      // A short consumer id keeps every delivery row under the 64 bytes of a listpack entry.
-      const first = await rheo.fetch('s', 'g', { limit: 3, consumerId: 'c' });
-      expect(first).toHaveLength(3);
+      const append = (count: number) => rheo.appendBatch('s', Array.from({ length: count }, (_, n) => ({ payload: n })));
       const shape = async (): Promise<unknown[]> => [
         await client.object('ENCODING', d!),
         await client.object('ENCODING', o!),
         await client.object('ENCODING', t!),
         await client.hlen(d!),
-        await client.zrange(o!, 0, -1),
+        (await client.zrange(o!, 0, -1)).map(Number),
         await client.zcard(t!),
       ];
-      expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 3, ['1', '2', '3'], 3]);
+      const upTo = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1);
+      await append(8);
+      // A short consumer id keeps every delivery row under the 64 bytes of a listpack entry.
+      const first = await rheo.fetch('s', 'g', { limit: 8, consumerId: 'c' });
+      expect(first).toHaveLength(8);
+      expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 8, upTo(8), 8]);
       // Claiming into keys already converted adds nothing of its own either.
-      await rheo.appendBatch('s', [3, 4].map((n) => ({ payload: n, partition: 0 })));
+      await append(2);
       const second = await rheo.fetch('s', 'g', { limit: 5, consumerId: 'c' });
-      expect(second.map((l) => l.event.sequence)).toEqual([4, 5]);
-      expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 5, ['1', '2', '3', '4', '5'], 5]);
+      expect(second.map((l) => l.event.sequence)).toEqual([9, 10]);
+      expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 10, upTo(10), 10]);
       // Settled, the keys go as before.
       await rheo.ackMany([...first, ...second]);
       expect(await client.exists(d!, o!, t!)).toBe(0);
+      // A claim of 7 makes them as Redis would.
+      await append(7);
+      const third = await rheo.fetch('s', 'g', { limit: 7, consumerId: 'c' });
+      expect(third).toHaveLength(7);
+      expect(await shape()).toEqual(['listpack', 'listpack', 'listpack', 7, [11, 12, 13, 14, 15, 16, 17], 7]);
     } finally {
       await rheo.close();
       client.disconnect();

@@ -85,7 +85,9 @@ end
 -- skiplist or hash table, and Redis never turns it back while the key lives.
 -- widen() adds such an entry to a key not yet converted (the key may not
 -- exist); the caller writes its own entries, then removes it with unwiden().
+-- Claims of WIDE_FROM deliveries or more do it.
 local WIDE = string.rep('~', 65)
+local WIDE_FROM = 8
 local function widen(key, hash)
   local enc = redis.call('OBJECT', 'ENCODING', key)
   if enc == 'skiplist' or enc == 'hashtable' then return false end

@@ -209,8 +209,10 @@ while true do
     out[#out + 1] = { s, attempt, e[2], e[6] }
   end
 end
+-- A claim of a few deliveries (an idle consumer's, say) leaves the keys as they
+-- are: a list that short is cheap to walk, and converting costs more than it saves.
 local wideD, wideO, wideT = false, false, false
-if #rows > 0 then wideD, wideO, wideT = widen(KD, true), widen(KO, false), widen(KT, false) end
+if #rows >= 2 * WIDE_FROM then wideD, wideO, wideT = widen(KD, true), widen(KO, false), widen(KT, false) end
 for i = 1, #rows, 2000 do
   local last = math.min(i + 1999, #rows)
   redis.call('HSET', KD, unpack(rows, i, last))
