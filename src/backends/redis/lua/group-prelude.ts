@@ -77,27 +77,6 @@ local function advance()
   if c ~= c0 then redis.call('HSET', KST, 'cursor', fmt(c)) end
   return c
 end
--- Redis keeps a small sorted set or hash as one listpack, where every insert
--- and lookup walks the list (a sorted set's parsing each score it passes):
--- for the tens of open deliveries a partition holds on a spread stream, that
--- cost more than the rest of a claim (measured: docs/backends/redis.md). One entry
--- longer than the listpack limit (64 bytes by default) turns the key into a
--- skiplist or hash table, and Redis never turns it back while the key lives.
--- widen() adds such an entry to a key not yet converted (the key may not
--- exist); the caller writes its own entries, then removes it with unwiden().
--- Claims of WIDE_FROM deliveries or more do it.
-local WIDE = string.rep('~', 65)
-local WIDE_FROM = 8
-local function widen(key, hash)
-  local enc = redis.call('OBJECT', 'ENCODING', key)
-  if enc == 'skiplist' or enc == 'hashtable' then return false end
-  if hash then redis.call('HSET', key, WIDE, WIDE) else redis.call('ZADD', key, 0, WIDE) end
-  return true
-end
-local function unwiden(key, hash, widened)
-  if not widened then return end
-  if hash then redis.call('HDEL', key, WIDE) else redis.call('ZREM', key, WIDE) end
-end
 -- Moves deliveries whose time has come from t to r.
 local function promote()
   local due = redis.call('ZRANGEBYSCORE', KT, '-inf', fmt(NOW))

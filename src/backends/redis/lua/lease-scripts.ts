@@ -209,10 +209,29 @@ while true do
     out[#out + 1] = { s, attempt, e[2], e[6] }
   end
 end
--- A claim of a few deliveries (an idle consumer's, say) leaves the keys as they
--- are: a list that short is cheap to walk, and converting costs more than it saves.
+-- Redis keeps a small sorted set or hash as one listpack, where every insert
+-- and lookup walks the list (a sorted set's parsing each score it passes): for
+-- the tens of open deliveries a partition holds on a spread stream, that cost
+-- more than the rest of a claim (measured: docs/performance.md). One entry
+-- longer than the listpack limit (64 bytes by default) turns the key into a
+-- skiplist or hash table, and Redis never turns it back while the key lives:
+-- widen() adds one to a key not yet converted (or not yet there), the rows
+-- below go in, and unwiden() takes it out. A claim of fewer than 8 (an idle
+-- consumer's, say) leaves the keys as they are: a list that short is cheap to
+-- walk, and converting would cost it more than it saves.
+local WIDE = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
+local function widen(key, hash)
+  local enc = redis.call('OBJECT', 'ENCODING', key)
+  if enc == 'skiplist' or enc == 'hashtable' then return false end
+  if hash then redis.call('HSET', key, WIDE, WIDE) else redis.call('ZADD', key, 0, WIDE) end
+  return true
+end
+local function unwiden(key, hash, widened)
+  if not widened then return end
+  if hash then redis.call('HDEL', key, WIDE) else redis.call('ZREM', key, WIDE) end
+end
 local wideD, wideO, wideT = false, false, false
-if #rows >= 2 * WIDE_FROM then wideD, wideO, wideT = widen(KD, true), widen(KO, false), widen(KT, false) end
+if #rows >= 2 * 8 then wideD, wideO, wideT = widen(KD, true), widen(KO, false), widen(KT, false) end
 for i = 1, #rows, 2000 do
   local last = math.min(i + 1999, #rows)
   redis.call('HSET', KD, unpack(rows, i, last))
