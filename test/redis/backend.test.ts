@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { RheoError } from '../../src/core/errors.js';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
+import { startThrowawayRedis } from '../../scripts/throwaway-redis.js';
 import { KeyLayout } from '../../src/backends/redis/keys.js';
 import { redisBackend } from '../../src/backends/redis/redis-backend.js';
 import { createRheo } from '../../src/rheo.js';
@@ -251,6 +252,29 @@ describe('redis backend: encodings of the open deliveries', () => {
     } finally {
       await rheo.close();
       client.disconnect();
+    }
+  });
+
+  it('a server that refuses OBJECT (renamed away) still claims and settles, the keys holding only the claimed entries', async () => {
+    const server = await startThrowawayRedis({ settings: ['--rename-command', 'OBJECT', 'OBJECT-renamed-away'], label: 'rheo-redis-no-object' });
+    const client = new Redis(server.urls[0]!);
+    const prefix = uniquePrefix();
+    const rheo = createRheo({ backend: redisBackend({ client }, { prefix }) });
+    try {
+      await rheo.migrate();
+      await rheo.createStream('s');
+      await rheo.createGroup('s', 'g');
+      const [, , , d, o, t] = new KeyLayout(prefix).group('s', 'g', 0);
+      await rheo.appendBatch('s', Array.from({ length: 10 }, (_, n) => ({ payload: n })));
+      const leases = await rheo.fetch('s', 'g', { limit: 10, consumerId: 'c' });
+      expect(leases.map((l) => l.event.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      expect([await client.hlen(d!), (await client.zrange(o!, 0, -1)).map(Number), await client.zcard(t!)]).toEqual([10, leases.map((l) => l.event.sequence), 10]);
+      expect((await rheo.ackMany(leases)).every((r) => r.ok)).toBe(true);
+      expect(await client.exists(d!, o!, t!)).toBe(0);
+    } finally {
+      await rheo.close();
+      client.disconnect();
+      server.stop();
     }
   });
 });

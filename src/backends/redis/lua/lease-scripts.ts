@@ -221,8 +221,9 @@ end
 -- walk, and converting would cost it more than it saves.
 local WIDE = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
 local function widen(key, hash)
-  local enc = redis.call('OBJECT', 'ENCODING', key)
-  if enc == 'skiplist' or enc == 'hashtable' then return false end
+  -- pcall: a server that refuses OBJECT (renamed or disabled) claims as before.
+  local enc = redis.pcall('OBJECT', 'ENCODING', key)
+  if type(enc) == 'table' or enc == 'skiplist' or enc == 'hashtable' then return false end
   if hash then redis.call('HSET', key, WIDE, WIDE) else redis.call('ZADD', key, 0, WIDE) end
   return true
 end
