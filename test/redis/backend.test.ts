@@ -212,23 +212,38 @@ describe('redis backend: settle arguments', () => {
 });
 
 describe('redis backend: encodings of the open deliveries', () => {
-  it('a claim of 8 or more leaves its partition\'s open, timer and delivery keys a skiplist and a hash table, with no entry of its own in them; a smaller one leaves them as they are', async () => {
-    const client = new Redis(redis().urls[0]!);
+  /** Stream `s` (1 partition) and group `g` on the server at `url`, a client of its own, and partition 0's d, o and t keys. */
+  async function openOn(url: string): Promise<{ rheo: ReturnType<typeof createRheo>; client: Redis; keys: string[]; done: () => Promise<void> }> {
+    const client = new Redis(url);
     const prefix = uniquePrefix();
     const rheo = createRheo({ backend: redisBackend({ client }, { prefix }) });
+    await rheo.migrate();
+    await rheo.createStream('s');
+    await rheo.createGroup('s', 'g');
+    const [, , , d, o, t] = new KeyLayout(prefix).group('s', 'g', 0);
+    return {
+      rheo,
+      client,
+      keys: [d!, o!, t!],
+      done: async () => {
+        await rheo.close();
+        client.disconnect();
+      },
+    };
+  }
+
+  it('a claim of 8 or more leaves its partition\'s open, timer and delivery keys a skiplist and a hash table, with no entry of its own in them; a smaller one leaves them as they are', async () => {
+    const { rheo, client, keys, done } = await openOn(redis().urls[0]!);
+    const [d, o, t] = keys as [string, string, string];
     try {
-      await rheo.migrate();
-      await rheo.createStream('s');
-      await rheo.createGroup('s', 'g');
-      const [, , , d, o, t] = new KeyLayout(prefix).group('s', 'g', 0);
       const append = (count: number) => rheo.appendBatch('s', Array.from({ length: count }, (_, n) => ({ payload: n })));
       const shape = async (): Promise<unknown[]> => [
-        await client.object('ENCODING', d!),
-        await client.object('ENCODING', o!),
-        await client.object('ENCODING', t!),
-        await client.hlen(d!),
-        (await client.zrange(o!, 0, -1)).map(Number),
-        await client.zcard(t!),
+        await client.object('ENCODING', d),
+        await client.object('ENCODING', o),
+        await client.object('ENCODING', t),
+        await client.hlen(d),
+        (await client.zrange(o, 0, -1)).map(Number),
+        await client.zcard(t),
       ];
       const upTo = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1);
       await append(8);
@@ -243,37 +258,34 @@ describe('redis backend: encodings of the open deliveries', () => {
       expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 10, upTo(10), 10]);
       // Settled, the keys go as before.
       await rheo.ackMany([...first, ...second]);
-      expect(await client.exists(d!, o!, t!)).toBe(0);
+      expect(await client.exists(d, o, t)).toBe(0);
       // A claim of 7 makes them as Redis would.
       await append(7);
       const third = await rheo.fetch('s', 'g', { limit: 7, consumerId: 'c' });
       expect(third).toHaveLength(7);
       expect(await shape()).toEqual(['listpack', 'listpack', 'listpack', 7, [11, 12, 13, 14, 15, 16, 17], 7]);
     } finally {
-      await rheo.close();
-      client.disconnect();
+      await done();
     }
   });
 
   it('a server that refuses OBJECT (renamed away) still claims and settles, the keys holding only the claimed entries', async () => {
     const server = await startThrowawayRedis({ settings: ['--rename-command', 'OBJECT', 'OBJECT-renamed-away'], label: 'rheo-redis-no-object' });
-    const client = new Redis(server.urls[0]!);
-    const prefix = uniquePrefix();
-    const rheo = createRheo({ backend: redisBackend({ client }, { prefix }) });
     try {
-      await rheo.migrate();
-      await rheo.createStream('s');
-      await rheo.createGroup('s', 'g');
-      const [, , , d, o, t] = new KeyLayout(prefix).group('s', 'g', 0);
-      await rheo.appendBatch('s', Array.from({ length: 10 }, (_, n) => ({ payload: n })));
-      const leases = await rheo.fetch('s', 'g', { limit: 10, consumerId: 'c' });
-      expect(leases.map((l) => l.event.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-      expect([await client.hlen(d!), (await client.zrange(o!, 0, -1)).map(Number), await client.zcard(t!)]).toEqual([10, leases.map((l) => l.event.sequence), 10]);
-      expect((await rheo.ackMany(leases)).every((r) => r.ok)).toBe(true);
-      expect(await client.exists(d!, o!, t!)).toBe(0);
+      const { rheo, client, keys, done } = await openOn(server.urls[0]!);
+      const [d, o, t] = keys as [string, string, string];
+      try {
+        await rheo.appendBatch('s', Array.from({ length: 10 }, (_, n) => ({ payload: n })));
+        const leases = await rheo.fetch('s', 'g', { limit: 10, consumerId: 'c' });
+        const sequences = leases.map((l) => l.event.sequence);
+        expect(sequences).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        expect([await client.hlen(d), (await client.zrange(o, 0, -1)).map(Number), await client.zcard(t)]).toEqual([10, sequences, 10]);
+        expect((await rheo.ackMany(leases)).every((r) => r.ok)).toBe(true);
+        expect(await client.exists(d, o, t)).toBe(0);
+      } finally {
+        await done();
+      }
     } finally {
-      await rheo.close();
-      client.disconnect();
       server.stop();
     }
   });
