@@ -116,16 +116,14 @@ export class RedisLeases implements LeaseStore {
     for (;;) {
       const asks = planCounts(known, claim.request.limit).map((n, k) => n - got[k]!.length);
       if (asks.every((n) => n === 0)) return got;
-      this.#store.writeBurst(asks.filter((n) => n > 0).length);
-      const replies = await Promise.all(
-        walk.map((p, k) =>
-          asks[k] === 0 ? null : this.#claim(claim, p, { claims: asks[k]!, bytes: claim.request.maxBytes, first: false, extraTurn: false }, bound),
-        ),
+      const asked = walk.flatMap((_, k) => (asks[k]! > 0 ? [k] : []));
+      const replies = await this.#store.burst(asked, (k) =>
+        this.#claim(claim, walk[k]!, { claims: asks[k]!, bytes: claim.request.maxBytes, first: false, extraTurn: false }, bound),
       );
       let refused = false;
       let short = false;
-      replies.forEach((reply, k) => {
-        if (!reply) return;
+      replies.forEach((reply, j) => {
+        const k = asked[j]!;
         if (reply.refused) {
           refused = true;
           return;
@@ -166,17 +164,15 @@ export class RedisLeases implements LeaseStore {
     // only then peek again up to the limit. A list cut by the byte budget
     // stops the walk there, as it would with the full peek.
     const share = Math.ceil(request.limit / walk.length);
-    this.#store.writeBurst(walk.length);
-    let peeks = await Promise.all(walk.map((p) => peek(p, share)));
+    let peeks = await this.#store.burst(walk, (p) => peek(p, share));
     if (share < request.limit && peeks.some((p) => p.sizes.length < share && !p.more)) {
-      this.#store.writeBurst(walk.length);
-      peeks = await Promise.all(walk.map((p) => peek(p, request.limit)));
+      peeks = await this.#store.burst(walk, (p) => peek(p, request.limit));
     }
     const plan: FetchPlan = planFetch(peeks, request.limit, request.maxBytes);
     // A share with nothing to claim and no spent deliveries to pass sends no CLAIM.
-    const sends = (s: FetchShare): boolean => s.claims > 0 || s.extraTurn;
-    this.#store.writeBurst(plan.shares.filter(sends).length);
-    return Promise.all(plan.shares.map(async (s) => (sends(s) ? (await this.#claim(claim, s.partition, s, null)).leases : [])));
+    const sending = plan.shares.filter((s) => s.claims > 0 || s.extraTurn);
+    const claimed = await this.#store.burst(sending, async (s) => (await this.#claim(claim, s.partition, s, null)).leases);
+    return plan.shares.map((s) => claimed[sending.indexOf(s)] ?? []);
   }
 
   /** One CLAIM of one partition's share; `bound`: the largest event size the caller's plan assumed (null: none). */
@@ -229,24 +225,20 @@ export class RedisLeases implements LeaseStore {
 
   async renew(refs: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
     const out: RenewResult[] = new Array(refs.length);
-    const groups = groupRefs(refs);
-    this.#store.writeBurst(groups.size);
-    await Promise.all(
-      [...groups].map(async ([, indexes]) => {
-        const first = refs[indexes[0]!]!;
-        const args: (string | number)[] = [leaseMs];
-        for (const i of indexes) args.push(refs[i]!.sequence, refs[i]!.leaseId);
-        const ctx = { action: `renew leases of group "${first.group}" on stream "${first.stream}"`, stream: first.stream, group: first.group, writes: true };
-        const [now, oks] = (await this.#store.group(RENEW, first.stream, first.group, first.partition, args, ctx)) as [string, number[]];
-        indexes.forEach((i, k) => {
-          const ref = refs[i]!;
-          out[i] =
-            oks[k] === 1
-              ? { ok: true, expiresAt: new Date(Number(now) + leaseMs) }
-              : { ok: false, error: staleLease(ref.stream, ref.group, `delivery ${ref.partition}/${ref.sequence} is not leased under this lease id`) };
-        });
-      }),
-    );
+    await this.#store.burst([...groupRefs(refs)], async ([, indexes]) => {
+      const first = refs[indexes[0]!]!;
+      const args: (string | number)[] = [leaseMs];
+      for (const i of indexes) args.push(refs[i]!.sequence, refs[i]!.leaseId);
+      const ctx = { action: `renew leases of group "${first.group}" on stream "${first.stream}"`, stream: first.stream, group: first.group, writes: true };
+      const [now, oks] = (await this.#store.group(RENEW, first.stream, first.group, first.partition, args, ctx)) as [string, number[]];
+      indexes.forEach((i, k) => {
+        const ref = refs[i]!;
+        out[i] =
+          oks[k] === 1
+            ? { ok: true, expiresAt: new Date(Number(now) + leaseMs) }
+            : { ok: false, error: staleLease(ref.stream, ref.group, `delivery ${ref.partition}/${ref.sequence} is not leased under this lease id`) };
+      });
+    });
     return out;
   }
 
@@ -255,44 +247,40 @@ export class RedisLeases implements LeaseStore {
     // Dead letters of one call die in the order of its ops, across partitions
     // too; an ack never dead-letters, so it takes no order.
     const orders = ops.map((op) => (op.kind === 'ack' ? 0 : this.#store.nextDeathOrder()));
-    const groups = groupRefs(ops);
-    this.#store.writeBurst(groups.size);
-    await Promise.all(
-      [...groups].map(async ([, indexes]) => {
-        const first = ops[indexes[0]!]!;
-        const ctx = { action: `settle leases of group "${first.group}" on stream "${first.stream}"`, stream: first.stream, group: first.group, writes: true };
-        let g: GroupMeta;
-        try {
-          g = (await this.#store.groupMeta(first.stream, first.group)).g;
-        } catch (error) {
-          // A lease of a group or stream that does not exist is stale, like any other unknown lease.
-          if (error instanceof RheoError && (error.code === 'stream_not_found' || error.code === 'group_not_found')) {
-            for (const i of indexes) out[i] = { ok: false, error: staleOf(ops[i]!) };
-            return;
-          }
-          throw error;
-        }
-        const allAcks = indexes.every((i) => ops[i]!.kind === 'ack');
-        const args: (string | number)[] = [g.maxAttempts, allAcks ? 'A' : 'G'];
-        for (const i of indexes) {
-          const op = ops[i]!;
-          if (allAcks) {
-            args.push(op.sequence, op.leaseId);
-            continue;
-          }
-          const reason = op.kind === 'nack' || op.kind === 'reject' ? encodeReason(op.reason) : 'n';
-          args.push(op.kind, op.sequence, op.leaseId, reason, op.kind === 'nack' ? op.delayMs : 0, orders[i]!);
-        }
-        if (first.partition >= (await this.#store.stream(first.stream)).partitions) {
+    await this.#store.burst([...groupRefs(ops)], async ([, indexes]) => {
+      const first = ops[indexes[0]!]!;
+      const ctx = { action: `settle leases of group "${first.group}" on stream "${first.stream}"`, stream: first.stream, group: first.group, writes: true };
+      let g: GroupMeta;
+      try {
+        g = (await this.#store.groupMeta(first.stream, first.group)).g;
+      } catch (error) {
+        // A lease of a group or stream that does not exist is stale, like any other unknown lease.
+        if (error instanceof RheoError && (error.code === 'stream_not_found' || error.code === 'group_not_found')) {
           for (const i of indexes) out[i] = { ok: false, error: staleOf(ops[i]!) };
           return;
         }
-        const oks = (await this.#store.group(SETTLE, first.stream, first.group, first.partition, args, ctx)) as number[];
-        indexes.forEach((i, k) => {
-          out[i] = oks[k] === 1 ? { ok: true } : { ok: false, error: staleOf(ops[i]!) };
-        });
-      }),
-    );
+        throw error;
+      }
+      const allAcks = indexes.every((i) => ops[i]!.kind === 'ack');
+      const args: (string | number)[] = [g.maxAttempts, allAcks ? 'A' : 'G'];
+      for (const i of indexes) {
+        const op = ops[i]!;
+        if (allAcks) {
+          args.push(op.sequence, op.leaseId);
+          continue;
+        }
+        const reason = op.kind === 'nack' || op.kind === 'reject' ? encodeReason(op.reason) : 'n';
+        args.push(op.kind, op.sequence, op.leaseId, reason, op.kind === 'nack' ? op.delayMs : 0, orders[i]!);
+      }
+      if (first.partition >= (await this.#store.stream(first.stream)).partitions) {
+        for (const i of indexes) out[i] = { ok: false, error: staleOf(ops[i]!) };
+        return;
+      }
+      const oks = (await this.#store.group(SETTLE, first.stream, first.group, first.partition, args, ctx)) as number[];
+      indexes.forEach((i, k) => {
+        out[i] = oks[k] === 1 ? { ok: true } : { ok: false, error: staleOf(ops[i]!) };
+      });
+    });
     return out;
   }
 }

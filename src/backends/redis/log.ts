@@ -93,41 +93,38 @@ export class RedisLog implements LogStore, NotificationStore {
       list.push(i);
     });
     const channel = store.notify ? store.keys.appendChannel(stream) : '';
-    store.writeBurst(byPartition.size);
-    await Promise.all(
-      [...byPartition].map(async ([p, indexes]) => {
-        const keys = store.keys.partition(stream, p);
-        const args: (string | number)[] = [channel, meta.inc ?? ''];
-        for (const i of indexes) {
-          const input = inputs[i]!;
-          args.push(ids[i]!, input.id === null ? '0' : '1', input.timestamp.getTime(), input.size, encodeEvent(ids[i]!, input));
-        }
-        const replies = (await store.run(APPEND, [keys.log, keys.meta, keys.ids], args, ctx).catch((error: unknown) => {
-          // Deleted since this process cached it: forget it, so the next call looks again.
-          if (error instanceof RheoError && error.code === 'stream_not_found') store.forget(stream);
-          throw error;
-        })) as Array<number | [string, string, string]>;
-        replies.forEach((reply, k) => {
-          const i = indexes[k]!;
-          const input = inputs[i]!;
-          const existed = typeof reply !== 'number';
-          const event: RheoEvent = existed
-            ? decodeEvent(stream, p, Number(reply[0]), reply[1], reply[2])
-            : {
-                id: ids[i]!,
-                stream,
-                partition: p,
-                sequence: reply,
-                type: input.type,
-                key: input.key,
-                payload: input.payload,
-                metadata: input.metadata,
-                timestamp: input.timestamp,
-              };
-          out[i] = { event, existed };
-        });
-      }),
-    );
+    await store.burst([...byPartition], async ([p, indexes]) => {
+      const keys = store.keys.partition(stream, p);
+      const args: (string | number)[] = [channel, meta.inc ?? ''];
+      for (const i of indexes) {
+        const input = inputs[i]!;
+        args.push(ids[i]!, input.id === null ? '0' : '1', input.timestamp.getTime(), input.size, encodeEvent(ids[i]!, input));
+      }
+      const replies = (await store.run(APPEND, [keys.log, keys.meta, keys.ids], args, ctx).catch((error: unknown) => {
+        // Deleted since this process cached it: forget it, so the next call looks again.
+        if (error instanceof RheoError && error.code === 'stream_not_found') store.forget(stream);
+        throw error;
+      })) as Array<number | [string, string, string]>;
+      replies.forEach((reply, k) => {
+        const i = indexes[k]!;
+        const input = inputs[i]!;
+        const existed = typeof reply !== 'number';
+        const event: RheoEvent = existed
+          ? decodeEvent(stream, p, Number(reply[0]), reply[1], reply[2])
+          : {
+              id: ids[i]!,
+              stream,
+              partition: p,
+              sequence: reply,
+              type: input.type,
+              key: input.key,
+              payload: input.payload,
+              metadata: input.metadata,
+              timestamp: input.timestamp,
+            };
+        out[i] = { event, existed };
+      });
+    });
     // This process's own waiters need no round trip through pub/sub.
     if (out.some((o) => o !== undefined && !o.existed)) store.waiters.wake(stream);
     // A repeated id in the batch yields its first occurrence's event.

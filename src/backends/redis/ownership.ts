@@ -91,8 +91,8 @@ export interface OwnershipHost {
   /** Partitions of the stream and the group's covered partitions; `stream_not_found`, `group_not_found`. */
   group(stream: string, group: string): Promise<{ partitions: number; covered: number[] }>;
   nextDeathOrder(): number;
-  /** `count` calls about to be issued together leave in one socket write (store.ts). */
-  writeBurst(count: number): void;
+  /** Runs `call` on every item at once, their commands leaving in one socket write (store.ts). */
+  burst<T, R>(items: readonly T[], call: (item: T) => Promise<R>): Promise<R[]>;
 }
 
 interface FenceView {
@@ -214,8 +214,7 @@ export class RedisOwnership {
   }
 
   async commit(ops: CommitOp[]): Promise<SettleOutcome[]> {
-    this.#host.writeBurst(ops.length);
-    return Promise.all(ops.map((op) => this.#commit(op)));
+    return this.#host.burst(ops, (op) => this.#commit(op));
   }
 
   async members(stream: string, group: string): Promise<GroupMembership> {

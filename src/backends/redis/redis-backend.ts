@@ -132,7 +132,7 @@ export class RedisBackend implements Backend {
         return { partitions: meta.partitions, covered: coveredOf(meta, g) };
       },
       nextDeathOrder: () => store.nextDeathOrder(),
-      writeBurst: (count) => store.writeBurst(count),
+      burst: (items, call) => store.burst(items, call),
     });
   }
 
