@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
-import { claimSql } from '../../src/backends/postgres/sql/claim.js';
+import { nowSql } from '../../src/backends/postgres/rows.js';
+import { claimableSql, claimSql } from '../../src/backends/postgres/sql/claim.js';
 import { commitSql } from '../../src/backends/postgres/sql/ownership.js';
 import { ackSql, renewSql, settleSql } from '../../src/backends/postgres/sql/settle.js';
 import { ManualClock } from '../../src/core/clock.js';
@@ -137,6 +138,21 @@ describe('postgres hot statement plans', () => {
         const events = accesses(plan, 'events');
         expect(events.length).toBeGreaterThan(0);
         expect(events).toEqual(events.map(() => expect.stringMatching(/\/events_\d+_pkey$/)));
+      }
+    }
+  });
+
+  it("the claim's readiness check never reads the log, for a stream the statistics know and one they do not", async () => {
+    // The routine passes its clock variable; here the fourth parameter stands in for it.
+    const text = claimableSql(schema, nowSql('$4'));
+    for (const [name, params] of [
+      ['rheo_claimable', [1, 1, [0, 1], null]],
+      ['rheo_claimable_newer', [2, 2, [0], null]],
+    ] as const) {
+      const { custom, generic } = await plans(name, text, [...params]);
+      for (const plan of [custom, generic]) {
+        expect(nodes(plan).filter((n) => isLogSegment(n['Relation Name']))).toEqual([]);
+        expect(accesses(plan, 'group_cursors').length).toBeGreaterThan(0);
       }
     }
   });

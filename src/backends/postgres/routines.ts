@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { appendSql } from './sql/append.js';
-import { claimSql } from './sql/claim.js';
+import { claimableSql, claimSql } from './sql/claim.js';
 import { readOwnedSql } from './sql/ownership.js';
+import { ms } from './connection.js';
 import { nowSql } from './rows.js';
 
 /**
@@ -92,16 +93,28 @@ $rheo$`,
  * partitions this fetch locks (all requested ones unless the caller saw
  * contention, leases.ts).
  *
- * Locking (issue 11): the routine first locks the requested partitions'
+ * Readiness: the routine first reads, without locks, which requested
+ * partitions hold anything claimable (sql/claim.ts claimableSql) and answers
+ * empty at once when none does. An idle consumer polls five times a second;
+ * each of those claims used to lock the cursors, which takes a transaction
+ * id and writes WAL (100 empty fetches: 100 transaction ids and 9.8 kB of
+ * WAL), so idle consumers alone pushed the cluster toward anti-wraparound
+ * vacuums and dirtied the cursor rows' pages. Now an empty poll writes
+ * nothing, and a claim leaves the cursors of partitions with nothing to
+ * claim unlocked for the group's other fetches.
+ *
+ * Locking (issue 11): the routine then locks the ready partitions'
  * cursors in visiting order ($3) with SKIP LOCKED, at most $10 of them, and
  * claims only from the partitions it got. A cursor another transaction holds
  * (a concurrent fetch of the group, a replay, an application's open
  * transaction) is skipped, so a fetch never queues behind work on partitions
  * it will not claim from; fairness and lowest-sequence-first hold among the
  * partitions it locked. SKIP LOCKED never waits, so the visiting order
- * cannot deadlock. Only when every requested cursor is held elsewhere does it
- * wait, for all of them in partition order as before (it holds none, so
- * that cannot deadlock either): a fetch still returns empty only when
+ * cannot deadlock. Only when every requested cursor is ready and held
+ * elsewhere does it wait, for all of them in partition order as before (it
+ * holds none, so that cannot deadlock either); when the ready ones are held
+ * and the others had nothing, it answers empty at once, as it did when it
+ * locked those and found nothing. A fetch still returns empty only when
  * nothing is claimable in the partitions it could lock, and an empty result
  * while another transaction held the rest is followed by that transaction's
  * own loop (a fetch that got leases fetches again) or, for a non-fetch
@@ -150,29 +163,45 @@ export const claimRoutine = routine(
   'leased_at_ms int8, expires_at_ms int8, leases json, contended boolean',
   (s) => `DECLARE
   claim_now timestamptz := ${nowSql('$5')};
+  claim_ready integer[];
   claim_parts integer[];
   claim_contended boolean;
   claim_fresh integer;
+  claim_setting text;
 BEGIN
-  -- The claim's commit does not wait for its WAL flush (see claimRoutine's comment).
-  PERFORM set_config('synchronous_commit', 'off', true);
-  SELECT array_agg(l.partition ORDER BY l.ord) INTO claim_parts
+  ${claimableSql(s, 'claim_now')}
+  INTO claim_ready;
+  IF claim_ready IS NULL THEN
+    -- Nothing to claim: answer without locking a cursor (no transaction id, no WAL).
+    RETURN QUERY ${emptyClaim(false)};
+    RETURN;
+  END IF;
+  -- The claim's commit does not wait for its WAL flush (see claimRoutine's
+  -- comment); set here, in the lock's statement, to spare a statement.
+  SELECT array_agg(l.partition ORDER BY l.ord), set_config('synchronous_commit', 'off', true)
+  INTO claim_parts, claim_setting
   FROM (
     SELECT c.partition, o.ord
     FROM ${s}.group_cursors c
-    JOIN unnest($3) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
+    JOIN unnest(claim_ready) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
     WHERE c.group_id = $1
     ORDER BY o.ord
     LIMIT $10
     FOR UPDATE OF c SKIP LOCKED
   ) l;
-  claim_contended := COALESCE(cardinality(claim_parts), 0) < LEAST(cardinality($3), $10);
+  claim_contended := COALESCE(cardinality(claim_parts), 0) < LEAST(cardinality(claim_ready), $10);
+  IF claim_parts IS NULL AND cardinality(claim_ready) < cardinality($3) THEN
+    -- Requested partitions with nothing to claim are free of this wait: the
+    -- fetch answers empty rather than queue behind the ready ones' holder.
+    RETURN QUERY ${emptyClaim(true)};
+    RETURN;
+  END IF;
   IF claim_parts IS NULL THEN
     SELECT array_agg(l.partition ORDER BY l.ord) INTO claim_parts
     FROM (
       SELECT c.partition, o.ord
       FROM ${s}.group_cursors c
-      JOIN unnest($3) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
+      JOIN unnest(claim_ready) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
       WHERE c.group_id = $1
       ORDER BY c.partition
       FOR UPDATE OF c
@@ -208,6 +237,11 @@ BEGIN
   END IF;
 END`,
 );
+
+/** The claim routine's row when it claims nothing: its clock's stamps, no leases. */
+function emptyClaim(contended: boolean): string {
+  return `SELECT ${ms('claim_now')}, ${ms(`claim_now + $6::float8 * interval '1 millisecond'`)}, '[]'::json, ${contended}`;
+}
 
 /**
  * The event at `sequence` of partition `c.partition`, as a one-row primary

@@ -19,6 +19,37 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
 )`;
 
 /**
+ * The requested partitions ($3, in visiting order) where a claim could find
+ * something at `now`: an event above the group's cursor (the partition's
+ * high watermark, bumped in each append's transaction, is above it), or an
+ * open delivery or lease range whose `visible_at` has come (claimable, or
+ * spent and due for the dead letters). Read without locks, so it takes no
+ * transaction id: the claim routine (routines.ts) answers empty right here
+ * when no partition qualifies, and locks only the cursors of those that do.
+ *
+ * An event above the cursor may be held by a replay; then the claim that
+ * follows finds nothing, as it did before this check. It never reads the
+ * log: a primary-key probe of each partition's log for an event above the
+ * cursor cost a claim of 500 on 8 partitions 0.2–0.8 ms, the counter rows
+ * next to the cursors almost nothing.
+ */
+export function claimableSql(s: string, now: string): string {
+  return `SELECT array_agg(o.partition ORDER BY o.ord)
+  FROM unnest($3::int[]) WITH ORDINALITY AS o(partition, ord)
+  JOIN ${s}.group_cursors c ON c.group_id = $1 AND c.partition = o.partition
+  JOIN ${s}.stream_partitions p ON p.stream_id = $2 AND p.partition = o.partition
+  WHERE c.cursor < p.high_watermark
+    OR EXISTS (
+      SELECT 1 FROM ${s}.deliveries d
+      WHERE d.group_id = $1 AND d.partition = c.partition AND d.visible_at <= ${now}
+    )
+    OR EXISTS (
+      SELECT 1 FROM ${s}.lease_ranges r
+      WHERE r.group_id = $1 AND r.partition = c.partition AND r.visible_at <= ${now}
+    )`;
+}
+
+/**
  * fetch(): claim up to `limit` deliveries for one group in ONE statement, so
  * the round trips per fetch are independent of `limit` (no N+1 per lease).
  *
