@@ -126,15 +126,15 @@ describe('postgres round trips', () => {
     await rheo.close();
   });
 
-  it('an empty fetch checks that the cached stream and group are still current with one statement, at most once a second', async () => {
+  it('an empty fetch is one statement while the cached group exists: the claim vouches for its ids; a stale id is looked up again', async () => {
     const { rheo } = await setup(2, 2);
     await rheo.createGroup('s', 'h');
     expect(await rheo.fetch('s', 'h', { limit: 10 })).toHaveLength(2); // caches both names
-    const empty = await count(() => rheo.fetch('s', 'h', { limit: 10 }));
-    expect(empty.result).toEqual([]);
-    expect(empty.statements).toBe(2); // the claim, then one lookup of both ids
-    const again = await count(() => rheo.fetch('s', 'h', { limit: 10 }));
-    expect(again.statements).toBe(1);
+    for (let i = 0; i < 3; i++) {
+      const empty = await count(() => rheo.fetch('s', 'h', { limit: 10 }));
+      expect(empty.result).toEqual([]);
+      expect(empty.statements).toBe(1); // the claim, which found group h still there
+    }
     // Group g deleted and made again by another instance: the empty claim under
     // the old id looks both names up, finds the new id, and claims under it.
     expect(await rheo.fetch('s', 'g', { limit: 10 })).toHaveLength(2);

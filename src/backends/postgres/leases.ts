@@ -58,11 +58,12 @@ export class PostgresLeases implements LeaseStore {
 
   fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
     const store = this.#store;
-    const leases = store.schemaOk ? fetchLeases(store, stream, group, request) : store.ensureSchema().then(() => fetchLeases(store, stream, group, request));
-    return leases.then(async (found) => {
-      // Nothing under the cached ids: the group or stream may have been deleted (or re-created) elsewhere.
-      if (found.length > 0 || (await store.catalog.revalidate(stream, group))) return found;
-      return fetchLeases(store, stream, group, request);
+    const claim = store.schemaOk ? fetchLeases(store, stream, group, request) : store.ensureSchema().then(() => fetchLeases(store, stream, group, request));
+    return claim.then(async ({ leases, known }) => {
+      // Nothing under cached ids the claim could not vouch for: the group or
+      // stream may have been deleted (or re-created) elsewhere.
+      if (leases.length > 0 || known || (await store.catalog.revalidate(stream, group))) return leases;
+      return (await fetchLeases(store, stream, group, request)).leases;
     });
   }
 
@@ -86,6 +87,8 @@ interface ClaimRow {
   leases: ClaimedLease[];
   /** A requested partition's cursor was held by another transaction and skipped (routines.ts). */
   contended: boolean;
+  /** The group of the ids sent still exists (routines.ts). */
+  known: boolean;
 }
 
 /** One lease as the claim's json_agg sends it (sql/claim.ts). */
@@ -113,7 +116,7 @@ async function fetchLeases(
   stream: string,
   group: string,
   request: FetchRequest,
-): Promise<Lease[]> {
+): Promise<{ leases: Lease[]; known: boolean }> {
   const g = await ctx.catalog.group(stream, group);
   const all = groupScope(g, request.partitions);
   const turn = ctx.rotation.get(g.id) ?? 0;
@@ -144,9 +147,9 @@ async function fetchLeases(
     }
     break;
   }
-  if (!row || row.leases.length === 0) return [];
+  if (!row || row.leases.length === 0) return { leases: [], known: row?.known === true };
   const { leased_at_ms: leasedAtMs, expires_at_ms: expiresAtMs } = row;
-  return roundRobin(row.leases, order).map(([leaseId, attempt, id, partition, sequence, type, key, payload, metadata, tsMs]) => ({
+  const leases = roundRobin(row.leases, order).map(([leaseId, attempt, id, partition, sequence, type, key, payload, metadata, tsMs]) => ({
     leaseId,
     receipt: receiptOf(stream, group, partition, sequence),
     stream,
@@ -157,6 +160,7 @@ async function fetchLeases(
     expiresAt: new Date(expiresAtMs),
     event: { id, stream, partition, sequence, type, key, payload, metadata, timestamp: new Date(tsMs) },
   }));
+  return { leases, known: true };
 }
 
 /**

@@ -123,7 +123,11 @@ $rheo$`,
  * `contended` tells the caller that a requested cursor was held elsewhere,
  * so it can lock fewer partitions per fetch while other fetchers are active
  * and concurrent fetches take disjoint partitions instead of the first one
- * taking them all.
+ * taking them all. `known` tells it whether group $1 of stream $2 still
+ * exists: an empty claim answers it with one primary-key probe, so an idle
+ * consumer's cached ids need no statement of their own to be checked.
+ * Groups are never renamed and ids never reused, so the ids existing means
+ * the names still lead to them.
  *
  * Then it runs the `fresh` claim when none of the locked partitions has an
  * open row or lease range that is claimable or spent at `now`, else the
@@ -160,7 +164,7 @@ $rheo$`,
 export const claimRoutine = routine(
   'claim',
   ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'int8', 'integer', 'integer'],
-  'leased_at_ms int8, expires_at_ms int8, leases json, contended boolean',
+  'leased_at_ms int8, expires_at_ms int8, leases json, contended boolean, known boolean',
   (s) => `DECLARE
   claim_now timestamptz := ${nowSql('$5')};
   claim_ready integer[];
@@ -172,8 +176,9 @@ BEGIN
   ${claimableSql(s, 'claim_now')}
   INTO claim_ready;
   IF claim_ready IS NULL THEN
-    -- Nothing to claim: answer without locking a cursor (no transaction id, no WAL).
-    RETURN QUERY ${emptyClaim(false)};
+    -- Nothing to claim: answer without locking a cursor (no transaction id, no
+    -- WAL), and say whether the group is still there (leases.ts).
+    RETURN QUERY ${emptyClaim('false', `EXISTS (SELECT 1 FROM ${s}.groups g WHERE g.id = $1 AND g.stream_id = $2)`)};
     RETURN;
   END IF;
   -- The claim's commit does not wait for its WAL flush (see claimRoutine's
@@ -193,7 +198,7 @@ BEGIN
   IF claim_parts IS NULL AND cardinality(claim_ready) < cardinality($3) THEN
     -- Requested partitions with nothing to claim are free of this wait: the
     -- fetch answers empty rather than queue behind the ready ones' holder.
-    RETURN QUERY ${emptyClaim(true)};
+    RETURN QUERY ${emptyClaim('true', 'true')};
     RETURN;
   END IF;
   IF claim_parts IS NULL THEN
@@ -238,9 +243,9 @@ BEGIN
 END`,
 );
 
-/** The claim routine's row when it claims nothing: its clock's stamps, no leases. */
-function emptyClaim(contended: boolean): string {
-  return `SELECT ${ms('claim_now')}, ${ms(`claim_now + $6::float8 * interval '1 millisecond'`)}, '[]'::json, ${contended}`;
+/** The claim routine's row when it claims nothing: its clock's stamps, no leases; `known`, whether the group exists. */
+function emptyClaim(contended: string, known: string): string {
+  return `SELECT ${ms('claim_now')}, ${ms(`claim_now + $6::float8 * interval '1 millisecond'`)}, '[]'::json, ${contended}, ${known}`;
 }
 
 /**

@@ -129,7 +129,8 @@ export function claimableSql(s: string, now: string): string {
  * expression: the claim routine passes the partitions whose cursors it
  * has already locked (routines.ts), so `cur` re-locks rows it holds and
  * never waits; `contended`, an expression the routine returns as a fourth
- * column (a data-modifying WITH cannot be wrapped in another query);
+ * column (a data-modifying WITH cannot be wrapped in another query), followed
+ * by `known`, true: the group exists, for its cursors were locked;
  * `freshLimit`, the most fresh sequences read per partition in step 3 (`$4`
  * unless the routine has proved fewer are enough, routines.ts).
  */
@@ -406,7 +407,7 @@ WITH ${kept.join(',\n')}
 SELECT (SELECT leased_at_ms FROM stamps) AS leased_at_ms,
        (SELECT expires_at_ms FROM stamps) AS expires_at_ms,
        COALESCE(json_agg(json_build_array(x.lease_id, x.attempt, x.id, x.partition, x.sequence, x.type, x.key, x.payload, x.metadata, x.ts_ms)), '[]') AS leases${contended === undefined ? '' : `,
-       ${contended} AS contended`}
+       ${contended} AS contended, true AS known`}
 FROM (
   SELECT l.lease_id, l.attempt + 1 AS attempt, ${eventColumns('e')}
   FROM leased l
