@@ -74,7 +74,7 @@ END $fn$`);
     const fresh = claimSql('"rheo"', 'fresh', 'claim_parts', 'claim_contended', 'claim_fresh');
     if (!definition.includes(fresh)) throw new Error('the claim routine no longer runs the fresh claim statement as this bench expects');
     await client.query(
-      definition.replace(`"rheo".${claimRoutine.name}(`, 'bench.claim_without_statement(').replace(fresh, `SELECT 0::int8, 0::int8, '[]'::json, claim_contended`),
+      definition.replace(`"rheo".${claimRoutine.name}(`, 'bench.claim_without_statement(').replace(fresh, `SELECT 0::int8, 0::int8, '[]'::json, claim_contended, true`),
     );
     const claim = claimRoutine.call('"rheo"');
     const claimArgs = [ids.group_id, ids.stream_id, [0], 10, null, 30_000, 'claim-cost', 1_048_576, 10, 1];

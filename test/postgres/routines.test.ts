@@ -1,7 +1,15 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/backends/postgres/postgres-backend.js';
-import { ROUTINES } from '../../src/backends/postgres/routines.js';
+import {
+  appendRoutine,
+  appendRoutineReplanned,
+  claimRoutine,
+  claimRoutineReplanned,
+  readOwnedRoutine,
+  readOwnedRoutineReplanned,
+  ROUTINES,
+} from '../../src/backends/postgres/routines.js';
 import { SQL_FUNCTIONS } from '../../src/backends/postgres/migrations/007_sql_append.js';
 import { SEGMENT_FUNCTIONS } from '../../src/backends/postgres/migrations/009_segments.js';
 import { createRheo } from '../../src/rheo.js';
@@ -18,17 +26,31 @@ describe('postgres routines', () => {
     for (const row of rows) expect(row.proconfig).toContain('search_path=pg_catalog, pg_temp');
   });
 
-  it('every routine runs without JIT and with its generic plan', async () => {
+  it('every routine runs without JIT; each has a generic and a replanned form', async () => {
     // A generic plan guesses LIMIT $n at a tenth of the rows, so over a large
     // events table the claim's estimate passed jit_above_cost and each call
-    // spent ~200 ms compiling (see routines.ts).
+    // spent ~200 ms compiling (see routines.ts). The replanned form plans per
+    // call, for a log with more segment tables than its generic plan may lock.
     const backend = await makeTestBackend();
     const { rows } = await sharedPool().query<{ proname: string; proconfig: string[] | null }>(
       `SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = ANY ($2)`,
       [backend.schema, ROUTINES.map((r) => r.name)],
     );
     expect(rows).toHaveLength(ROUTINES.length);
-    for (const row of rows) expect(row.proconfig, row.proname).toEqual(expect.arrayContaining(['jit=off', 'plan_cache_mode=force_generic_plan']));
+    const generic = [claimRoutine, appendRoutine, readOwnedRoutine].map((r) => r.name);
+    const replanned = [claimRoutineReplanned, appendRoutineReplanned, readOwnedRoutineReplanned].map((r) => r.name);
+    expect([...generic, ...replanned].sort()).toEqual(ROUTINES.map((r) => r.name).sort());
+    for (const row of rows) {
+      const mode = generic.includes(row.proname) ? 'force_generic_plan' : 'force_custom_plan';
+      expect(row.proconfig, row.proname).toEqual(expect.arrayContaining(['jit=off', `plan_cache_mode=${mode}`]));
+    }
+    // The same statements in both forms: only the plan cache mode differs.
+    const bodies = await sharedPool().query<{ proname: string; prosrc: string }>(
+      `SELECT p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = ANY ($2)`,
+      [backend.schema, ROUTINES.map((r) => r.name)],
+    );
+    const source = new Map(bodies.rows.map((r) => [r.proname, r.prosrc]));
+    generic.forEach((name, i) => expect(source.get(replanned[i]!), name).toBe(source.get(name)));
   });
 
   it("a caller's search_path cannot redirect what the claim calls", async () => {

@@ -109,6 +109,16 @@ export function classifyError(error: unknown, ctx: FailureContext): RheoError {
         : make('backend_unavailable', 'the statement was cancelled (timeout?)');
     }
     if (TRANSIENT_CODES.has(state)) return make('backend_unavailable', 'a transient conflict rolled the statement back; retry');
+    // insufficient_resources (53100 disk_full, 53200 out_of_memory, ...): the
+    // statement failed and its transaction rolled back, so nothing was written.
+    if (state.startsWith('53')) {
+      return make(
+        'backend_unavailable',
+        /shared memory/i.test(messageOf(error))
+          ? "PostgreSQL's lock table is full (it holds max_locks_per_transaction × max_connections locks for the whole cluster); nothing was written"
+          : 'PostgreSQL ran out of a resource (memory or disk); nothing was written',
+      );
+    }
     // insufficient_privilege: the role lacks a grant (see docs/backends/postgres.md: privileges).
     if (state === '42501') return make('permission_denied', 'the PostgreSQL role lacks a privilege this needs');
     if (state === '3F000' || state === '42P01' || state === '42883') {

@@ -131,10 +131,11 @@ async function fetchLeases(
   const contendedLeft = contention.get(g.id) ?? 0;
   let lockAtMost = contendedLeft > 0 ? Math.ceil(order.length / 2) : order.length;
   let row: ClaimRow | undefined;
+  const claim = await ctx.plans.pick(ctx.sql.claim, ctx.sql.claimReplanned);
   for (;;) {
     [row] = await ctx.db.query<ClaimRow>(
       { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
-      ctx.sql.claim,
+      claim,
       [g.id, g.stream.id, order, request.limit, ctx.now(), request.leaseMs, request.consumerId, request.maxBytes, g.maxAttempts, lockAtMost],
     );
     if (row?.contended) contention.set(g.id, CONTENDED_FETCHES);

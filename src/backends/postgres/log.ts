@@ -201,11 +201,12 @@ export async function appendEvents(
   const action = `append ${inputs.length} event(s) to stream "${stream.name}"`;
   const label = { action, stream: stream.name, writes: true };
   const savepoint = options.inTransaction === true && inputs.some((input) => input.id !== null);
+  const statement = await ctx.plans.pick(ctx.sql.append, ctx.sql.appendReplanned);
   let rows: AppendRow[] = [];
   for (let attempt = 1; ; attempt++) {
     if (savepoint) await runner.query(label, `SAVEPOINT ${SAVEPOINT}`, []);
     try {
-      rows = await runner.query<AppendRow>(label, ctx.sql.append, values);
+      rows = await runner.query<AppendRow>(label, statement, values);
       if (savepoint) await runner.query(label, `RELEASE SAVEPOINT ${SAVEPOINT}`, []);
       break;
     } catch (error) {

@@ -3,6 +3,7 @@ import type { Clock } from '../../core/clock.js';
 import { invalidArgument } from '../../core/errors.js';
 import { assertKnownKeys, optionKeys } from '../../core/option-keys.js';
 import { quoteSchema } from './schema-name.js';
+import { GENERIC_PLAN_MAX_SEGMENTS } from './plan-choice.js';
 import { DEFAULT_SEGMENT_EVENTS } from './segments.js';
 
 /** Where rheo's connections come from: a connection string (rheo owns the pool) or a borrowed pool. */
@@ -49,6 +50,18 @@ export interface PostgresBackendOptions {
    */
   segmentEvents?: number;
   /**
+   * The most tables the log (`events`: every segment of every stream in the
+   * schema) may hold while appends, claims and owned reads run their
+   * generic plans. A generic plan locks every one of those tables on each
+   * call, in PostgreSQL's lock table, which the whole cluster shares
+   * (`max_locks_per_transaction` × about `max_connections`); past this
+   * number rheo plans those statements per call instead (about 3 ms more
+   * per claim), holding a dozen locks whatever the schema holds
+   * (docs/storage.md). Raise it along with `max_locks_per_transaction`; 0
+   * plans every call. Default 256.
+   */
+  genericPlanSegments?: number;
+  /**
    * `'transaction'` when a transaction-mode connection pooler (PgBouncer with
    * `pool_mode = transaction`, Supavisor, RDS Proxy) sits between rheo and
    * PostgreSQL: consecutive statements may then run on different server
@@ -79,6 +92,7 @@ const OPTION_KEYS = optionKeys<PostgresBackendOptions>()(
   'notify',
   'statementTimeoutMs',
   'segmentEvents',
+  'genericPlanSegments',
   'pooler',
   'listenConnectionString',
 );
@@ -92,6 +106,7 @@ export interface ResolvedOptions {
   clock: Clock | null;
   notify: boolean;
   segmentEvents: number;
+  genericPlanSegments: number;
   pooler: 'transaction' | 'none';
   /** `listenConnectionString`, if given. */
   listenUrl: string | undefined;
@@ -122,12 +137,17 @@ export function resolveOptions(connection: PostgresBackendConfig, options: Postg
     notify: options.notify ?? connection.notify,
     statementTimeoutMs: options.statementTimeoutMs ?? connection.statementTimeoutMs,
     segmentEvents: options.segmentEvents ?? connection.segmentEvents,
+    genericPlanSegments: options.genericPlanSegments ?? connection.genericPlanSegments,
     pooler: options.pooler ?? connection.pooler,
     listenConnectionString: options.listenConnectionString ?? connection.listenConnectionString,
   };
   const segmentEvents = merged.segmentEvents ?? DEFAULT_SEGMENT_EVENTS;
   if (!Number.isSafeInteger(segmentEvents) || segmentEvents < 256 || segmentEvents > 2 ** 40) {
     throw invalidArgument(`postgresBackend segmentEvents must be an integer from 256 to 2^40, got ${String(merged.segmentEvents)}`);
+  }
+  const genericPlanSegments = merged.genericPlanSegments ?? GENERIC_PLAN_MAX_SEGMENTS;
+  if (!Number.isSafeInteger(genericPlanSegments) || genericPlanSegments < 0 || genericPlanSegments > 1_000_000) {
+    throw invalidArgument(`postgresBackend genericPlanSegments must be an integer from 0 to 1000000, got ${String(merged.genericPlanSegments)}`);
   }
   const pooler = merged.pooler ?? 'none';
   if (pooler !== 'transaction' && pooler !== 'none') {
@@ -188,6 +208,7 @@ export function resolveOptions(connection: PostgresBackendConfig, options: Postg
     clock: merged.clock ?? null,
     notify: merged.notify ?? true,
     segmentEvents,
+    genericPlanSegments,
     pooler,
     listenUrl,
     borrowedPool,

@@ -246,6 +246,7 @@ function ownedReads(ctx: StoreContext): Coalescer<OwnedRead, OwnedReadResult> {
 
 async function readOwnedBatch(ctx: StoreContext, reads: OwnedRead[]): Promise<OwnedReadResult[]> {
   const first = reads[0]!;
+  const statement = await ctx.plans.pick(ctx.sql.ownership.readOwned, ctx.sql.ownership.readOwnedReplanned);
   const rows = await ctx.db.query<EventRow & { i: number; fenced: boolean }>(
     {
       action:
@@ -256,7 +257,7 @@ async function readOwnedBatch(ctx: StoreContext, reads: OwnedRead[]): Promise<Ow
       group: first.g.name,
       writes: false,
     },
-    ctx.sql.ownership.readOwned,
+    statement,
     [
       reads.map((r) => r.g.stream.id),
       reads.map((r) => r.fence.partition),

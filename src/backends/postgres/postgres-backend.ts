@@ -108,6 +108,7 @@ export class PostgresBackend implements Backend {
       clock: resolved.clock,
       notify: resolved.notify,
       segmentEvents: resolved.segmentEvents,
+      genericPlanSegments: resolved.genericPlanSegments,
       named: pooler !== 'transaction',
       listenClient:
         resolved.listenClient ?? (listenConfig && (() => new pg.Client({ ...listenConfig, application_name: `rheo-listen:${schema}` }))),

@@ -64,28 +64,51 @@ END`;
  * (`SET search_path = other, pg_catalog`); pg_temp last so no temporary
  * object can shadow anything either.
  */
-const OPTIONS = `LANGUAGE plpgsql
+function options(planCacheMode: 'force_generic_plan' | 'force_custom_plan'): string {
+  return `LANGUAGE plpgsql
 VOLATILE
-SET plan_cache_mode = force_generic_plan
+SET plan_cache_mode = ${planCacheMode}
 SET jit = off
 SET search_path = pg_catalog, pg_temp`;
+}
 
-function routine(key: string, args: string[], returns: string, body: (quotedSchema: string) => string): Routine {
+function define(key: string, args: string[], returns: string, body: (quotedSchema: string) => string, settings: string): Routine {
   const signature = `(${args.join(', ')}) RETURNS TABLE (${returns})`;
   // The options are hashed with the body: a routine whose settings changed is a new routine.
-  const hash = createHash('sha1').update(signature).update(OPTIONS).update(body(PLACEHOLDER_SCHEMA)).digest('hex').slice(0, 12);
+  const hash = createHash('sha1').update(signature).update(settings).update(body(PLACEHOLDER_SCHEMA)).digest('hex').slice(0, 12);
   const name = `rheo_${key}_${hash}`;
   return {
     name,
     definition: (s) => `
 CREATE OR REPLACE FUNCTION ${s}.${name}${signature}
-${OPTIONS}
+${settings}
 AS $rheo$
 #variable_conflict use_column
 ${body(s)}
 $rheo$`,
     call: (s) => `SELECT * FROM ${s}.${name}(${args.map((_, i) => `$${i + 1}`).join(', ')})`,
   };
+}
+
+/**
+ * A routine and its replanned twin: the same body and arguments, with
+ * `plan_cache_mode = force_custom_plan`, so each statement is planned for
+ * its call's values. A generic plan cannot prune the partitioned log by
+ * `stream_id = $n` while it is planned; it carries every segment of every
+ * stream of the schema and locks each one on every call, before run-time
+ * pruning leaves the stream's own (PostgreSQL 15 locks them in
+ * AcquireExecutorLocks; planning one locks their indexes too). Measured:
+ * with 1,500 segment tables in the schema (1,500 streams), every append
+ * failed with `out of shared memory` (the lock table, sized by
+ * `max_locks_per_transaction`, full); 1,000 other streams made an idle
+ * one-event claim 2.4 ms slower (bench/segment-count.ts). A replanned call
+ * plans for its stream's segments only (each statement restricts the log's
+ * `stream_id` by a parameter, which a per-call plan prunes by) and holds
+ * about twenty locks whatever the schema holds, at the cost of planning on
+ * every call, about 3 ms for a claim (plan-choice.ts picks one per call).
+ */
+function routinePair(key: string, args: string[], returns: string, body: (quotedSchema: string) => string): [Routine, Routine] {
+  return [define(key, args, returns, body, options('force_generic_plan')), define(`${key}_replanned`, args, returns, body, options('force_custom_plan'))];
 }
 
 /**
@@ -161,7 +184,7 @@ $rheo$`,
  * same attempt number, and a transactional handler's writes roll back with
  * its refused settle, so at-least-once and exactly-once hold as before.
  */
-export const claimRoutine = routine(
+export const [claimRoutine, claimRoutineReplanned] = routinePair(
   'claim',
   ['integer', 'integer', 'integer[]', 'integer', 'text', 'float8', 'text', 'int8', 'integer', 'integer'],
   'leased_at_ms int8, expires_at_ms int8, leases json, contended boolean, known boolean',
@@ -258,7 +281,7 @@ function freshProbe(s: string, sequence: string): string {
 }
 
 /** sql/append.ts; arguments as documented there. */
-export const appendRoutine = routine(
+export const [appendRoutine, appendRoutineReplanned] = routinePair(
   'append',
   ['integer', 'text[]', 'text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'integer[]', 'timestamptz[]', 'text', 'text', 'boolean', 'integer[]'],
   `id text, "partition" integer, sequence int8, existed boolean,
@@ -271,7 +294,7 @@ export const appendRoutine = routine(
  * for `jit = off` (the generic estimate of a read over a million-event
  * partition is most of `jit_above_cost`: 75,000 of 100,000).
  */
-export const readOwnedRoutine = routine(
+export const [readOwnedRoutine, readOwnedRoutineReplanned] = routinePair(
   'read_owned',
   ['integer[]', 'integer[]', 'int8[]', 'integer[]', 'int8[]', 'integer[]', 'text[]', 'int8[]'],
   `i int8, fenced boolean, id text, "partition" integer, sequence int8,
@@ -279,4 +302,12 @@ export const readOwnedRoutine = routine(
   queryBody(readOwnedSql),
 );
 
-export const ROUTINES: readonly Routine[] = [claimRoutine, appendRoutine, readOwnedRoutine];
+/** Every routine migrate() installs: each one in both forms. */
+export const ROUTINES: readonly Routine[] = [
+  claimRoutine,
+  appendRoutine,
+  readOwnedRoutine,
+  claimRoutineReplanned,
+  appendRoutineReplanned,
+  readOwnedRoutineReplanned,
+];

@@ -39,16 +39,19 @@ export class SegmentRoller {
   readonly #db: Database;
   readonly #statement: string;
   readonly #maxSpan: number;
+  readonly #onOpened: () => void;
   /** Events appended through this process per stream id since its last check; absent: never checked. */
   readonly #sinceCheck = new Map<number, number>();
   /** Per stream id, the events between checks when above CHECK_EVERY (after rolls that gave up). */
   readonly #interval = new Map<number, number>();
   #failures = 0;
 
-  constructor(db: Database, statement: string, maxSpan: number) {
+  /** `onOpened`: called after each segment this roller opened (the log has one table more). */
+  constructor(db: Database, statement: string, maxSpan: number, onOpened: () => void = () => undefined) {
     this.#db = db;
     this.#statement = statement;
     this.#maxSpan = maxSpan;
+    this.#onOpened = onOpened;
   }
 
   /** Rolls that gave up (lock timeout, connection error) since this backend opened. */
@@ -84,6 +87,7 @@ export class SegmentRoller {
         [streamId, this.#maxSpan],
       );
       const segment = row?.segment === null || row?.segment === undefined ? null : Number(row.segment);
+      if (segment !== null) this.#onOpened();
       return { segment, gaveUp: false };
     } catch {
       this.#failures++;

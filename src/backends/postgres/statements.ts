@@ -1,5 +1,12 @@
 import { createHash } from 'node:crypto';
-import { appendRoutine, claimRoutine, readOwnedRoutine } from './routines.js';
+import {
+  appendRoutine,
+  appendRoutineReplanned,
+  claimRoutine,
+  claimRoutineReplanned,
+  readOwnedRoutine,
+  readOwnedRoutineReplanned,
+} from './routines.js';
 import { readSql } from './sql/append.js';
 import {
   countsSql,
@@ -73,8 +80,10 @@ export function renderStatements(quotedSchema: string, named = true) {
     named ? { name: `rheo_${key}_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`, text } : text;
   return {
     append: prepared('append', appendRoutine.call(s)),
+    appendReplanned: prepared('append_replanned', appendRoutineReplanned.call(s)),
     read: readSql(s),
     claim: prepared('claim', claimRoutine.call(s)),
+    claimReplanned: prepared('claim_replanned', claimRoutineReplanned.call(s)),
     settle: prepared('settle', settleSql(s)),
     ack: prepared('ack', ackSql(s)),
     renew: prepared('renew', renewSql(s)),
@@ -108,6 +117,7 @@ export function renderStatements(quotedSchema: string, named = true) {
       frontiers: frontiersSql(s),
       release: releaseSql(s),
       readOwned: prepared('read_owned', readOwnedRoutine.call(s)),
+      readOwnedReplanned: prepared('read_owned_replanned', readOwnedRoutineReplanned.call(s)),
       commit: prepared('commit', commitSql(s)),
       lockCommitCursors: lockCommitCursorsSql(s),
       members: membersSql(s),

@@ -7,6 +7,7 @@ import { Catalog, checkPartitions, type GroupRef, type StreamRef } from './catal
 import type { Database } from './connection.js';
 import { checkSchemaVersion } from './migrate.js';
 import { AppendListener } from './notifications.js';
+import { PlanChoice } from './plan-choice.js';
 import { nowParam } from './rows.js';
 import { notifyChannel } from './schema-name.js';
 import { SegmentRoller } from './segments.js';
@@ -20,6 +21,8 @@ export interface StoreContext {
   /** The validated, quoted schema name, for statements built per call (replay by query). */
   quotedSchema: string;
   catalog: Catalog;
+  /** Whether the append, the claim and the owned read run their generic or their replanned routine (plan-choice.ts). */
+  plans: PlanChoice;
   /** The `now` parameter: injected clock time as ISO, or null for the database clock. */
   now(): string | null;
   /** Fetch count per group id, for the rotating start partition. */
@@ -68,6 +71,8 @@ export interface PostgresStoreOptions {
   clock: Clock | null;
   notify: boolean;
   segmentEvents: number;
+  /** The most tables in the log for which the routines run their generic plans (plan-choice.ts). */
+  genericPlanSegments: number;
   /** Send named prepared statements (not behind a transaction-mode pooler). */
   named: boolean;
   /** Opens the LISTEN connection; `null`: none, waiters poll. */
@@ -87,6 +92,7 @@ export class PostgresStore implements StoreContext {
   readonly schema: string;
   readonly quotedSchema: string;
   readonly catalog: Catalog;
+  readonly plans: PlanChoice;
   readonly clock: Clock | null;
   readonly rotation = new Map<number, number>();
   contention?: Map<number, number>;
@@ -108,7 +114,8 @@ export class PostgresStore implements StoreContext {
     this.sql = renderStatements(this.quotedSchema, options.named);
     this.catalog = new Catalog(this.db, this.sql);
     this.retention = renderRetentionStatements(this.quotedSchema);
-    this.segments = new SegmentRoller(this.db, this.retention.rollSegment, options.segmentEvents);
+    this.plans = new PlanChoice(this.db, this.schema, options.genericPlanSegments);
+    this.segments = new SegmentRoller(this.db, this.retention.rollSegment, options.segmentEvents, () => this.plans.opened());
     const channel = notifyChannel(this.schema);
     this.target = { clock: this.clock, channel, notify: options.notify };
     this.listener = new AppendListener(options.listenClient, `"${channel}"`);

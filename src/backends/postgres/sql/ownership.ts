@@ -178,6 +178,10 @@ LEFT JOIN LATERAL (
     FROM (
       SELECT * FROM ${s}.events e
       WHERE e.stream_id = r.stream_id AND e.partition = r.partition AND e.sequence > r.after
+        -- Implied by the line above, but a restriction on $1 itself: planned
+        -- per call (the replanned routine), it leaves only these streams'
+        -- segments in the plan, which the lateral join's condition cannot.
+        AND e.stream_id = ANY ($1::int[])
       ORDER BY e.sequence
       LIMIT r.lim
     ) e
