@@ -184,6 +184,31 @@ describe('genericPlanSegments', () => {
 });
 
 describe('PlanChoice', () => {
+  it("counts on the application's transaction when that holds the pool's only connection", async () => {
+    const schema = `many_${++schemas}`;
+    await open(schema).migrate();
+    // A borrowed pool of one connection, as PGlite has: the application's
+    // transaction holds it while rheo's first call needs its count.
+    const pool = new pg.Pool({ connectionString: cluster.url(), max: 1 });
+    pool.on('error', () => undefined);
+    closers.push(() => pool.end());
+    const rheo = createRheo({ backend: postgresBackend({ pool }, { schema }) });
+    closers.push(() => rheo.close());
+    const setup = open(schema);
+    await setup.createStream('s');
+    // Schema checked, no routine called yet: the append is this backend's first count.
+    expect((await rheo.listStreams()).map((s) => s.name)).toEqual(['s']);
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await rheo.transaction(client).append('s', { payload: 'in a transaction' });
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    expect((await rheo.read('s', {})).map((e) => e.payload)).toEqual(['in a transaction']);
+  }, 20_000);
+
   it('runs the generic routines up to the limit, the replanned ones past it, and counts again after a segment opened here', async () => {
     const schema = `many_${++schemas}`;
     const rheo = open(schema);

@@ -201,7 +201,7 @@ export async function appendEvents(
   const action = `append ${inputs.length} event(s) to stream "${stream.name}"`;
   const label = { action, stream: stream.name, writes: true };
   const savepoint = options.inTransaction === true && inputs.some((input) => input.id !== null);
-  const statement = await ctx.plans.pick(ctx.sql.append, ctx.sql.appendReplanned);
+  const statement = await ctx.plans.pick(ctx.sql.append, ctx.sql.appendReplanned, runner);
   let rows: AppendRow[] = [];
   for (let attempt = 1; ; attempt++) {
     if (savepoint) await runner.query(label, `SAVEPOINT ${SAVEPOINT}`, []);

@@ -1,4 +1,4 @@
-import type { Database } from './connection.js';
+import type { Runner } from './connection.js';
 
 /**
  * The default of `genericPlanSegments`: above this many tables in the
@@ -16,6 +16,8 @@ import type { Database } from './connection.js';
  * about a thousand tables (docs/storage.md).
  */
 export const GENERIC_PLAN_MAX_SEGMENTS = 256;
+
+const SAVEPOINT = 'rheo_count_segments';
 
 /** How often a backend counts the log's tables again, for segments other processes opened. */
 const RECOUNT_MS = 10_000;
@@ -35,7 +37,7 @@ WHERE i.inhparent = (SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_
  * keeps the last choice (generic before any) until the next one.
  */
 export class PlanChoice {
-  readonly #db: Database;
+  readonly #db: Runner;
   readonly #schema: string;
   readonly #limit: number;
   #replanned = false;
@@ -46,7 +48,7 @@ export class PlanChoice {
   #generation = 0;
   #segments = 0;
 
-  constructor(db: Database, schema: string, limit = GENERIC_PLAN_MAX_SEGMENTS) {
+  constructor(db: Runner, schema: string, limit = GENERIC_PLAN_MAX_SEGMENTS) {
     this.#db = db;
     this.#schema = schema;
     this.#limit = limit;
@@ -57,9 +59,14 @@ export class PlanChoice {
     return this.#segments;
   }
 
-  /** `generic` or `replanned`, whichever this call should run. */
-  pick<T>(generic: T, replanned: T): T | Promise<T> {
-    if (!this.#known) return this.#count().then(() => (this.#replanned ? replanned : generic));
+  /**
+   * `generic` or `replanned`, whichever this call should run. `runner`: the
+   * connection the call itself runs on, which a count it waits for uses too
+   * (an application's transaction may hold the only one a pool has, as on
+   * PGlite).
+   */
+  pick<T>(generic: T, replanned: T, runner: Runner = this.#db): T | Promise<T> {
+    if (!this.#known) return this.#count(runner).then(() => (this.#replanned ? replanned : generic));
     if (performance.now() - this.#countedAt >= RECOUNT_MS) void this.#count();
     return this.#replanned ? replanned : generic;
   }
@@ -71,25 +78,43 @@ export class PlanChoice {
     this.#counting = null;
   }
 
-  #count(): Promise<void> {
-    this.#counting ??= (async () => {
-      const generation = this.#generation;
-      let segments: number | null = null;
-      try {
-        const [row] = await this.#db.query<{ n: number }>({ action: 'count the segments of the log', writes: false }, COUNT_SEGMENTS_SQL, [this.#schema]);
-        segments = row?.n ?? 0;
-      } catch {
-        // Unknown: the last choice stands. The call that waited goes on and meets the failure itself.
-      }
-      if (generation !== this.#generation) return;
-      if (segments !== null) {
-        this.#segments = segments;
-        this.#replanned = segments > this.#limit;
-      }
-      this.#known = true;
-      this.#countedAt = performance.now();
-      this.#counting = null;
-    })();
+  #count(runner: Runner = this.#db): Promise<void> {
+    // A count already on its way may wait for a connection this call holds: this call counts on its own.
+    if (runner !== this.#db) return this.#countOn(runner, true);
+    if (this.#counting === null) {
+      const counting = this.#countOn(runner).finally(() => {
+        if (this.#counting === counting) this.#counting = null;
+      });
+      this.#counting = counting;
+    }
     return this.#counting;
+  }
+
+  /**
+   * In an application's transaction (`inTransaction`), within a savepoint: a
+   * count that fails there (a full lock table, say) must not abort the
+   * transaction in the call's place; the call then meets the failure itself.
+   */
+  async #countOn(runner: Runner, inTransaction = false): Promise<void> {
+    const generation = this.#generation;
+    const label = { action: 'count the segments of the log', writes: false };
+    let segments: number | null = null;
+    try {
+      if (inTransaction) await runner.query(label, `SAVEPOINT ${SAVEPOINT}`, []);
+      const [row] = await runner.query<{ n: number }>(label, COUNT_SEGMENTS_SQL, [this.#schema]);
+      segments = row?.n ?? 0;
+      if (inTransaction) await runner.query(label, `RELEASE SAVEPOINT ${SAVEPOINT}`, []);
+    } catch {
+      // Unknown: the last choice stands. The call that waited goes on and meets the failure itself.
+      if (inTransaction) await runner.query(label, `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`, []).catch(() => undefined);
+    }
+    // A segment opened here since the count began: the next call counts again.
+    if (generation !== this.#generation) return;
+    if (segments !== null) {
+      this.#segments = segments;
+      this.#replanned = segments > this.#limit;
+    }
+    this.#known = true;
+    this.#countedAt = performance.now();
   }
 }
