@@ -60,10 +60,14 @@ function parseArgs(argv: string[]): Args {
   return { ref, cases, events, rounds };
 }
 
-/** Runs `case.ts` in a child against `root`; resolves with its last stdout line. */
+/**
+ * Runs `case.ts` in a child against `root`; resolves with its last stdout
+ * line. `--expose-gc` lets the case collect the warm-up's garbage before it
+ * starts its clocks.
+ */
 function child(root: string, args: string[]): Promise<string> {
   return new Promise((resolvePromise, reject) => {
-    const proc = spawn(process.execPath, ['--import', 'tsx', join(here, 'case.ts'), root, ...args], {
+    const proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', join(here, 'case.ts'), root, ...args], {
       cwd: headRoot,
       stdio: ['ignore', 'pipe', 'inherit'],
     });
