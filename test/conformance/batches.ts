@@ -108,6 +108,14 @@ export function registerBatchTests(makeBackend: BackendFactory): void {
       expect(again!.attempt).toBe(2);
     });
 
+    it('the same lease acked twice in one ackMany applies once, beside the batch\'s other acks', async () => {
+      const { rheo } = fx();
+      const [a, b, c] = await setup(rheo, 3);
+      expect(codes(await rheo.ackMany([a!, b!, a!, c!, b!]))).toEqual(['ok', 'ok', 'stale_lease', 'ok', 'stale_lease']);
+      expect((await rheo.groupInfo('s', 'g')).inflight).toBe(0);
+      expect((await rheo.lag('s', 'g')).lag).toBe(0);
+    });
+
     for (const name of Object.keys(poisoned({ event: {} } as Lease))) {
       it(`ackMany with ${name} answers that item on its own and acks the others`, async () => {
         const { rheo } = fx();

@@ -289,9 +289,9 @@ if allAcks then stride, seqAt, lidAt = 2, 0, 1 end
 local out = {}
 -- Acks are applied together after the loop (one HDEL and three ZREMs for the
 -- batch); until then \`gone\` makes a repeated op in the batch see them settled.
--- Every op's delivery is read up front with HMGET (1000 per call); an op
--- that changed a delivery marks it \`touched\`, and a later op on the same
--- sequence reads it again.
+-- Every op's delivery is read up front with HMGET (1000 per call), keyed by
+-- its sequence as stored; an op that changed a delivery marks it \`touched\`,
+-- and a later op on the same sequence reads it again.
 local gone, acked, leasedAcked = {}, {}, 0
 local pre, touched, fields = {}, {}, {}
 for i = 5 + seqAt, #ARGV, stride do fields[#fields + 1] = fmt(tonumber(ARGV[i])) end
@@ -299,40 +299,58 @@ for i = 1, #fields, 1000 do
   local last = math.min(i + 999, #fields)
   local got = redis.call('HMGET', KD, unpack(fields, i, last))
   for k = 1, last - i + 1 do
-    if got[k] then pre[tonumber(fields[i + k - 1])] = got[k] end
+    if got[k] then pre[fields[i + k - 1]] = got[k] end
   end
 end
-for i = 5, #ARGV, stride do
-  local kind, s, lid = 'ack', tonumber(ARGV[i + seqAt]), ARGV[i + lidAt]
-  if not allAcks then kind = ARGV[i] end
-  local d = nil
-  if touched[s] then
-    d = dget(s)
-  elseif not gone[s] then
-    d = dparse(pre[s])
+if allAcks then
+  -- The hot path: an ack applies when its delivery is leased under its lease
+  -- id, so only those two fields of the stored form are read (one match, no
+  -- table: a full dparse was a quarter of this script's time).
+  for j = 1, #fields do
+    local f = fields[j]
+    local v = pre[f]
+    if v and not gone[f] and string.match(v, '^L|%d+|%-?%d+|%-?%d+|([^|]*)|') == ARGV[4 + 2 * j] then
+      out[j] = 1
+      gone[f] = true
+      acked[#acked + 1] = f
+    else
+      out[j] = 0
+    end
   end
-  if not d or d.s ~= 'L' or d.lid ~= lid then
-    out[#out + 1] = 0
-  else
-    out[#out + 1] = 1
-    if kind ~= 'ack' then touched[s] = true end
-    if kind == 'ack' then
-      gone[s] = true
-      acked[#acked + 1] = fmt(s)
-      leasedAcked = leasedAcked + 1
-    elseif kind == 'nack' then
-      if d.a >= maxAttempts then
+  leasedAcked = #acked
+else
+  for i = 5, #ARGV, stride do
+    local kind, s, lid = ARGV[i], tonumber(ARGV[i + seqAt]), ARGV[i + lidAt]
+    local f = fmt(s)
+    local d = nil
+    if touched[f] then
+      d = dget(s)
+    elseif not gone[f] then
+      d = dparse(pre[f])
+    end
+    if not d or d.s ~= 'L' or d.lid ~= lid then
+      out[#out + 1] = 0
+    else
+      out[#out + 1] = 1
+      if kind ~= 'ack' then touched[f] = true end
+      if kind == 'ack' then
+        gone[f] = true
+        acked[#acked + 1] = f
+        leasedAcked = leasedAcked + 1
+      elseif kind == 'nack' then
+        if d.a >= maxAttempts then
+          close(s, d)
+          dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
+        else
+          pending(s, d, NOW + tonumber(ARGV[i + 4]))
+        end
+      elseif kind == 'reject' then
         close(s, d)
         dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
       else
-        pending(s, d, NOW + tonumber(ARGV[i + 4]))
+        d.a = d.a - 1
+        pending(s, d, NOW)
       end
-    elseif kind == 'reject' then
-      close(s, d)
-      dead(s, d.a, ARGV[i + 3], ARGV[i + 5])
-    else
-      d.a = d.a - 1
-      pending(s, d, NOW)
     end
   end
 end
