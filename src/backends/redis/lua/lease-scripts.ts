@@ -135,11 +135,17 @@ local expires = NOW + leaseMs
 local top = redis.call('ZRANGE', KO, -1, -1)[1]
 local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= cursor())
 local c = cursor()
-local window, windowEnd = {}, c
+-- The current window of new entries (XRANGE's rows, in sequence order), the
+-- next row to look at, and the last sequence the window covers.
+local window, wi, windowEnd = {}, 1, c
 local rows, opens, timers = {}, {}, {}
 local r, rStale = nil, true
 local fexpires = fmt(expires)
-local leasedRow = 'L|1|' .. fmt(NOW) .. '|' .. fexpires .. '|'
+-- A new lease's stored form is rowHead, its number in this claim, rowTail
+-- (state|attempt|leasedAt|visibleAt|leaseId|consumerId, the lease id being
+-- the token followed by the number).
+local rowHead = 'L|1|' .. fmt(NOW) .. '|' .. fexpires .. '|' .. ARGV[11]
+local rowTail = '|' .. consumer
 while true do
   local s, d
   if simple then
@@ -167,18 +173,29 @@ while true do
     end
   else
     if claimed >= n then break end
-    local e
+    local e, fs
     if simple and not d then
       if s > windowEnd then
         -- The next window of new entries, at most the claims still allowed.
-        window = {}
         local upto = math.min(h, s + (n - claimed) - 1)
-        for _, row in ipairs(redis.call('XRANGE', KLOG, fmt(s) .. '-0', fmt(upto) .. '-0')) do
-          window[tonumber(string.match(row[1], '^(%d+)'))] = row[2]
-        end
+        window, wi = redis.call('XRANGE', KLOG, fmt(s) .. '-0', fmt(upto) .. '-0'), 1
         windowEnd = upto
       end
-      e = window[s] or entry(s)
+      -- New sequences come in order, so the window is walked once; an entry
+      -- id is \`<sequence>-0\`, and its sequence part is the stored field name.
+      while window[wi] do
+        local id = string.sub(window[wi][1], 1, -3)
+        local q = tonumber(id)
+        if q >= s then
+          if q == s then
+            e, fs = window[wi][2], id
+            wi = wi + 1
+          end
+          break
+        end
+        wi = wi + 1
+      end
+      e = e or entry(s)
     else
       e = entry(s)
     end
@@ -186,24 +203,23 @@ while true do
     if bytes + z > cap and not (force and claimed == 0) then break end
     bytes = bytes + z
     claimed = claimed + 1
-    local lid = ARGV[11] .. claimed
     local attempt
     if d then
       d = take(s, d)
-      lease(s, d, lid, consumer, expires)
+      lease(s, d, ARGV[11] .. claimed, consumer, expires)
       attempt = d.a
     elseif simple then
       c = s
       attempt = 1
-      local fs = fmt(s)
+      fs = fs or fmt(s)
       local k = #rows
-      rows[k + 1], rows[k + 2] = fs, leasedRow .. lid .. '|' .. consumer
+      rows[k + 1], rows[k + 2] = fs, rowHead .. claimed .. rowTail
       opens[k + 1], opens[k + 2] = fs, fs
       timers[k + 1], timers[k + 2] = fexpires, fs
       leased = leased + 1
     else
       d = take(s, nil)
-      lease(s, d, lid, consumer, expires)
+      lease(s, d, ARGV[11] .. claimed, consumer, expires)
       attempt = d.a
     end
     out[#out + 1] = { s, attempt, e[2], e[6] }
