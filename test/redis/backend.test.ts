@@ -264,6 +264,12 @@ describe('redis backend: encodings of the open deliveries', () => {
       const third = await rheo.fetch('s', 'g', { limit: 7, consumerId: 'c' });
       expect(third).toHaveLength(7);
       expect(await shape()).toEqual(['listpack', 'listpack', 'listpack', 7, [11, 12, 13, 14, 15, 16, 17], 7]);
+      // Rows longer than a listpack entry (a long consumer id) convert the delivery hash by themselves.
+      await rheo.ackMany(third);
+      await append(8);
+      const fourth = await rheo.fetch('s', 'g', { limit: 8, consumerId: 'c'.repeat(40) });
+      expect(fourth).toHaveLength(8);
+      expect(await shape()).toEqual(['hashtable', 'skiplist', 'skiplist', 8, upTo(25).slice(17), 8]);
     } finally {
       await done();
     }

@@ -115,13 +115,19 @@ return { sizes, more, max_size() }
 export const CLAIM = groupScript(
   'claim',
   `
-local err = require_group() if err then return err end
+-- Every step of a claim is a command inside the script, each with a cost of
+-- its own (on a spread stream, a partition's share of a fetch is a few dozen
+-- events), so what several helpers would read again is read once: the
+-- cursor here, the high watermark and largest size in one HMGET.
+local c0 = cursor()
+if not c0 then return require_group() end
 local maxAttempts, n, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local force, extra, leaseMs, consumer = ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9]
-local largest = max_size()
+local meta = redis.call('HMGET', KMETA, 'maxz', 'hw')
+local largest = tonumber(meta[1] or '-1')
 if ARGV[12] ~= '' and (largest < 0 or largest > tonumber(ARGV[12])) then return { fmt(NOW), 0, largest } end
 promote()
-local h = high()
+local h = tonumber(meta[2] or '0')
 local out = {}
 local claimed, bytes, leased = 0, 0, 0
 local expires = NOW + leaseMs
@@ -133,8 +139,10 @@ local expires = NOW + leaseMs
 -- reads those rows of never-offered sequences). The lowest claimable retry
 -- is re-read only after the loop took or dead-lettered it.
 local top = redis.call('ZRANGE', KO, -1, -1)[1]
-local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= cursor())
-local c = cursor()
+local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= c0)
+-- In the fast path only this claim moves the cursor (retries it takes are
+-- open already), so c0 stays the stored cursor until the end.
+local c = c0
 -- The current window of new entries (XRANGE's rows, in sequence order), the
 -- next row to look at, and the last sequence the window covers.
 local window, wi, windowEnd = {}, 1, c
@@ -234,12 +242,17 @@ end
 -- widen() adds one to a key not yet converted (or not yet there), the rows
 -- below go in, and unwiden() takes it out. A claim of fewer than 8 (an idle
 -- consumer's, say) leaves the keys as they are: a list that short is cheap to
--- walk, and converting would cost it more than it saves.
+-- walk, and converting would cost it more than it saves. A key known to be
+-- absent (the open set when \`top\` found nothing) is widened without asking
+-- its encoding, and the delivery hash not at all when the rows themselves are
+-- longer than the default limit: the HSET converts it before inserting them.
 local WIDE = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
-local function widen(key, hash)
-  -- pcall: a server that refuses OBJECT (renamed or disabled) claims as before.
-  local enc = redis.pcall('OBJECT', 'ENCODING', key)
-  if type(enc) == 'table' or enc == 'skiplist' or enc == 'hashtable' then return false end
+local function widen(key, hash, absent)
+  if not absent then
+    -- pcall: a server that refuses OBJECT (renamed or disabled) claims as before.
+    local enc = redis.pcall('OBJECT', 'ENCODING', key)
+    if type(enc) == 'table' or enc == 'skiplist' or enc == 'hashtable' then return false end
+  end
   if hash then redis.call('HSET', key, WIDE, WIDE) else redis.call('ZADD', key, 0, WIDE) end
   return true
 end
@@ -248,7 +261,10 @@ local function unwiden(key, hash, widened)
   if hash then redis.call('HDEL', key, WIDE) else redis.call('ZREM', key, WIDE) end
 end
 local wideD, wideO, wideT = false, false, false
-if #rows >= 2 * 8 then wideD, wideO, wideT = widen(KD, true), widen(KO, false), widen(KT, false) end
+if #rows >= 2 * 8 then
+  if #rows[2] <= 64 then wideD = widen(KD, true, false) end
+  wideO, wideT = widen(KO, false, not top), widen(KT, false, false)
+end
 for i = 1, #rows, 2000 do
   local last = math.min(i + 1999, #rows)
   redis.call('HSET', KD, unpack(rows, i, last))
@@ -258,7 +274,7 @@ end
 unwiden(KD, true, wideD)
 unwiden(KO, false, wideO)
 unwiden(KT, false, wideT)
-if simple and c ~= cursor() then redis.call('HSET', KST, 'cursor', fmt(c)) end
+if simple and c ~= c0 then redis.call('HSET', KST, 'cursor', fmt(c)) end
 if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
 return { fmt(NOW), out, largest }
 `,
