@@ -80,7 +80,7 @@ export class PlanChoice {
 
   #count(runner: Runner = this.#db): Promise<void> {
     // A count already on its way may wait for a connection this call holds: this call counts on its own.
-    if (runner !== this.#db) return this.#countOn(runner, true);
+    if (runner !== this.#db) return this.#countOn(runner);
     if (this.#counting === null) {
       const counting = this.#countOn(runner).finally(() => {
         if (this.#counting === counting) this.#counting = null;
@@ -91,11 +91,13 @@ export class PlanChoice {
   }
 
   /**
-   * In an application's transaction (`inTransaction`), within a savepoint: a
-   * count that fails there (a full lock table, say) must not abort the
-   * transaction in the call's place; the call then meets the failure itself.
+   * On a runner other than the pool (an application's transaction), within a
+   * savepoint: a count that fails there (a full lock table, say) must not
+   * abort the transaction in the call's place; the call then meets the
+   * failure itself.
    */
-  async #countOn(runner: Runner, inTransaction = false): Promise<void> {
+  async #countOn(runner: Runner): Promise<void> {
+    const inTransaction = runner !== this.#db;
     const generation = this.#generation;
     const label = { action: 'count the segments of the log', writes: false };
     let segments: number | null = null;
