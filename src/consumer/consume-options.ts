@@ -2,6 +2,7 @@ import { assertKnownKeys, optionKeys } from '../core/option-keys.js';
 import { invalidArgument } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
 import { assertInteger, assertName, assertPlainObject, assertString, describe, optionalInteger } from '../core/validation.js';
+import { resolveMaxPollMs } from '../runtime/append-wait.js';
 import { resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
 import type { Timers } from '../runtime/timers.js';
 import type { RuntimeDefaults as RheoDefaults } from '../runtime/sources.js';
@@ -19,6 +20,7 @@ export interface ResolvedConsumeOptions<T> {
   maxDemand: number;
   leaseMs: number;
   pollMs: number;
+  maxPollMs: number;
   consumerId: string;
   partitions: number[] | undefined;
   handlerTimeoutMs: number | null;
@@ -46,6 +48,7 @@ const CONSUME_OPTION_KEYS = optionKeys<ConsumeOptions>()(
   'maxDemand',
   'leaseMs',
   'pollMs',
+  'maxPollMs',
   'consumerId',
   'partitions',
   'handlerTimeoutMs',
@@ -82,6 +85,7 @@ export function resolveConsumeOptions<T>(
   }
   const leaseMs = optionalInteger('leaseMs', options.leaseMs, defaults.leaseMs, { min: 1, max: MAX_LEASE_MS });
   const pollMs = optionalInteger('pollMs', options.pollMs, defaults.pollMs, { min: 1, max: 3600_000 });
+  const maxPollMs = resolveMaxPollMs(options.maxPollMs, pollMs);
   let consumerId = `consumer-${randomId()}`;
   if (options.consumerId !== undefined) {
     assertString('consumerId', options.consumerId);
@@ -120,6 +124,7 @@ export function resolveConsumeOptions<T>(
     maxDemand,
     leaseMs,
     pollMs,
+    maxPollMs,
     consumerId,
     partitions,
     handlerTimeoutMs,
@@ -157,3 +162,4 @@ function orderKeyOf<T>(orderBy: ConsumeOptions<T>['orderBy']): ((lease: Lease<T>
   }
   throw invalidArgument(`orderBy must be 'key', 'partition' or a function (lease) => string, got ${describe(orderBy)}`);
 }
+

@@ -80,6 +80,17 @@ export interface ConsumeOptions<T = JsonValue> {
   leaseMs?: number;
   /** Wait after an empty fetch (cut short by backend notifications). Default: `rheo.defaults.pollMs`. */
   pollMs?: number;
+  /**
+   * While the store's notifications announce what becomes claimable, each
+   * further empty fetch doubles the wait from `pollMs` up to this (an idle
+   * consumer's polls are most of what it costs). A notification or a fetch
+   * that finds work starts it at `pollMs` again, and so does anything a poll
+   * finds unannounced (then the wait stays at `pollMs` until a notification
+   * arrives), while the consumer's own delayed retries bound it. Without
+   * notifications every wait is `pollMs`. Default `5 × pollMs`; `pollMs`
+   * turns the backoff off.
+   */
+  maxPollMs?: number;
   /** Recorded on every lease. Default: `consumer-<random>`. */
   consumerId?: string;
   /** Consume only these partitions. */

@@ -173,8 +173,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#fetchBackoff = o.fetchBackoff ?? { initialMs: Math.min(o.pollMs, 100), maxMs: 30_000 };
     this.#timers = o.timers ?? systemTimers;
     const wait: AppendWaitFn | null = source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null;
-    // The store's wait lasts two polls: the claim before the idle wait eats into it, and the poll timer bounds it anyway.
-    this.#appends = new AppendListener(wait, o.stream, o.pollMs, 2 * o.pollMs, this.#timers, this.#halt.signal);
+    this.#appends = new AppendListener(wait, o.stream, o.pollMs, o.maxPollMs, this.#timers, this.#halt.signal, () => source.clock.now());
     this.#report = producerReporter(UNHEARD, this.#logger);
     this.#held = new InflightTracker<T>({
       leaseMs: o.leaseMs,
@@ -319,6 +318,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
         await this.#appends.idle();
         continue;
       }
+      this.#appends.found();
       this.#report.fetched(leases);
       for (const lease of leases) this.#intake(lease);
       this.#pump();
@@ -484,6 +484,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     try {
       this.#report.settled(op, error, held);
       if (error?.code === 'stale_lease' && held) this.#lost(lease, error);
+      // A retry comes due without a notification: the idle wait must not run past it.
+      if (error === null && op.kind === 'nack') this.#appends.expect(this.#source.clock.now() + (op.delayMs ?? 0));
     } finally {
       // A fenced or expired lease must not be renewed either: confirm regardless.
       this.#confirm(lease.leaseId);

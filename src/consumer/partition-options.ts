@@ -3,6 +3,7 @@ import type { TransactionClient } from '../core/backend.js';
 import { invalidArgument } from '../core/errors.js';
 import type { JsonValue, RheoEvent } from '../core/types.js';
 import { assertName, assertPlainObject, assertString, describe, optionalInteger } from '../core/validation.js';
+import { resolveMaxPollMs } from '../runtime/append-wait.js';
 import type { BackoffOptions } from '../runtime/backoff.js';
 import type { Timers } from '../runtime/timers.js';
 import type { HandlerOutcome } from './consumer-types.js';
@@ -84,6 +85,15 @@ export interface PartitionConsumeOptions<T = JsonValue> {
   rebalanceTimeoutMs?: number;
   /** Wait after reading nothing (cut short by backend notifications). Default `rheo.defaults.pollMs`. */
   pollMs?: number;
+  /**
+   * While the store's notifications announce appends, each further empty
+   * read of a partition doubles its wait from `pollMs` up to this; a
+   * notification or a read that finds events starts it at `pollMs` again,
+   * and so does a read that finds events no notification announced (then
+   * the wait stays at `pollMs` until one arrives). Default `5 × pollMs`;
+   * `pollMs` turns the backoff off.
+   */
+  maxPollMs?: number;
   /** Abort a handler's signal and count a failure after this long. Default: none. */
   handlerTimeoutMs?: number;
   signal?: AbortSignal;
@@ -125,6 +135,7 @@ export interface ResolvedPartitionOptions<T> {
   heartbeatMs: number;
   rebalanceTimeoutMs: number;
   pollMs: number;
+  maxPollMs: number;
   handlerTimeoutMs: number | null;
   signal: AbortSignal | undefined;
   stopTimeoutMs: number;
@@ -148,6 +159,7 @@ const PARTITION_OPTION_KEYS = optionKeys<PartitionConsumeOptions>()(
   'heartbeatMs',
   'rebalanceTimeoutMs',
   'pollMs',
+  'maxPollMs',
   'handlerTimeoutMs',
   'signal',
   'stopTimeoutMs',
@@ -200,6 +212,7 @@ export function resolvePartitionOptions<T>(
   if (options.timers !== undefined && (options.timers === null || typeof options.timers.schedule !== 'function')) {
     throw invalidArgument(`timers must be an object with schedule(ms, callback), got ${describe(options.timers)}`);
   }
+  const pollMs = optionalInteger('pollMs', options.pollMs, defaults.pollMs, { min: 1, max: 3600_000 });
   return {
     stream: options.stream,
     group: options.group,
@@ -214,7 +227,8 @@ export function resolvePartitionOptions<T>(
     sessionMs,
     heartbeatMs,
     rebalanceTimeoutMs: optionalInteger('rebalanceTimeoutMs', options.rebalanceTimeoutMs, 30_000, { min: 0, max: MAX_MS }),
-    pollMs: optionalInteger('pollMs', options.pollMs, defaults.pollMs, { min: 1, max: 3600_000 }),
+    pollMs,
+    maxPollMs: resolveMaxPollMs(options.maxPollMs, pollMs),
     handlerTimeoutMs: options.handlerTimeoutMs === undefined ? null : optionalInteger('handlerTimeoutMs', options.handlerTimeoutMs, 1, { min: 1, max: MAX_MS }),
     signal: options.signal,
     stopTimeoutMs: optionalInteger('stopTimeoutMs', options.stopTimeoutMs, 30_000, { max: MAX_MS }),

@@ -87,7 +87,7 @@ export class PartitionWorker<T extends JsonValue> {
     this.#committer = env.committer;
     const backend = source.backend;
     const wait = backend.capabilities.notifications && backend.waitForAppend ? backend.waitForAppend.bind(backend) : null;
-    this.#appends = new AppendListener(wait, options.stream, options.pollMs, options.pollMs, env.timers, this.#wake.signal);
+    this.#appends = new AppendListener(wait, options.stream, options.pollMs, options.maxPollMs, env.timers, this.#wake.signal);
     // An abort from the worker (revocation past its grace, lost partition,
     // stop timeout) ends every run at once; what a handler still does is ignored.
     this.#abort.signal.addEventListener(
@@ -168,6 +168,7 @@ export class PartitionWorker<T extends JsonValue> {
         }
         failures = 0;
         const events = read;
+        if (events.length > 0) this.#appends.found();
         if (events.length === 0) {
           // Nothing new: let the commit in flight land before waiting.
           if (!(await committing)) return;

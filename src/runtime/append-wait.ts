@@ -1,3 +1,4 @@
+import { optionalInteger } from '../core/validation.js';
 import { sleep, type Timers } from './timers.js';
 
 /**
@@ -59,33 +60,76 @@ export async function waitForAppend(timers: Timers, pollMs: number, watch: Appen
 /** The store's `waitForAppend`, bound: resolves `true` on an append, `false` at the timeout or on abort. */
 export type AppendWaitFn = (stream: string, timeoutMs: number, signal: AbortSignal) => Promise<boolean>;
 
+/** At most this many `expect` times are kept (AppendListener). */
+const MAX_EXPECTED = 1_000;
+
 /**
  * One registered wait for an append, for a loop that lives as long as
  * `halt`: `listen()` before each fetch or read that may come back empty (a
  * notification that arrives while it is on its way must still find a
- * waiter), `idle()` after one that did. A wait still out when a fetch came
- * back full serves the next idle wait. Unlike `watchAppends`, it registers
- * the store's wait on the loop's long-lived signal, so a wake costs no fresh
- * AbortController: two per wake put 0.05-0.15 ms between the notification
- * and the next fetch (traced, PostgreSQL and Redis).
+ * waiter), `idle()` after one that did, `found()` after one that did not. A
+ * wait still out when a fetch came back full serves the next idle wait.
+ * Unlike `watchAppends`, it registers the store's wait on the loop's
+ * long-lived signal, so a wake costs no fresh AbortController: two per wake
+ * put 0.05-0.15 ms between the notification and the next fetch (traced,
+ * PostgreSQL and Redis).
+ *
+ * Idle polls back off while notifications are trusted. Each empty poll that
+ * a timer ended (no notification came) doubles the next wait, from `pollMs`
+ * up to `maxPollMs`; a notification, or anything found, starts it at
+ * `pollMs` again. Polls are what an idle consumer costs: five a second at
+ * the default `pollMs` used about as much of a core as the whole rest of an
+ * idle process (docs/performance.md). What a poll finds without a
+ * notification announcing it (an appender whose backend does not notify, a
+ * notification connection down, a nacked delivery whose delay ran out, an
+ * expired or released lease of another consumer) withdraws the trust: the
+ * wait stays at `pollMs` until a notification arrives. `expect(at)` bounds
+ * the next waits by a time the loop knows something becomes claimable (its
+ * own delayed nacks). Without notifications the wait is `pollMs`, as before.
  */
 export class AppendListener {
   readonly #wait: AppendWaitFn | null;
   readonly #stream: string;
   readonly #pollMs: number;
+  readonly #maxPollMs: number;
   readonly #waitMs: number;
   readonly #timers: Timers;
   readonly #halt: AbortSignal;
+  readonly #now: () => number;
   #listening: Promise<boolean> | null = null;
+  /** The next idle wait while trusted. */
+  #idleMs: number;
+  /** Whether what becomes claimable is announced (see the class comment). */
+  #trusted = true;
+  /** How the last idle wait ended: by a notification, by its timer, at an expected time, or none since something was found. */
+  #ended: 'woken' | 'timer' | 'expected' | null = null;
+  /** Times the loop expects something to become claimable at (`expect`), not yet passed. */
+  #expected: number[] = [];
 
-  /** `wait`: `null` without notifications (then `idle` is the poll alone); `waitMs`: how long a registered wait lasts. */
-  constructor(wait: AppendWaitFn | null, stream: string, pollMs: number, waitMs: number, timers: Timers, halt: AbortSignal) {
+  /**
+   * `wait`: `null` without notifications (then `idle` is the poll alone);
+   * `maxPollMs`: the longest idle wait while notifications are trusted;
+   * `now`: the clock `expect` times are read on.
+   */
+  constructor(
+    wait: AppendWaitFn | null,
+    stream: string,
+    pollMs: number,
+    maxPollMs: number,
+    timers: Timers,
+    halt: AbortSignal,
+    now: () => number = Date.now,
+  ) {
     this.#wait = wait;
     this.#stream = stream;
     this.#pollMs = pollMs;
-    this.#waitMs = waitMs;
+    this.#maxPollMs = Math.max(pollMs, maxPollMs);
+    // The store's wait outlasts the longest idle wait and the fetch before it; the idle timer bounds it anyway.
+    this.#waitMs = 2 * this.#maxPollMs;
+    this.#idleMs = pollMs;
     this.#timers = timers;
     this.#halt = halt;
+    this.#now = now;
   }
 
   /** Registers the store's wait unless one is out. A failed wait leaves the rest to the poll timer. */
@@ -94,22 +138,75 @@ export class AppendListener {
     this.#listening = this.#wait(this.#stream, this.#waitMs, this.#halt).catch(() => never());
   }
 
-  /** Waits `pollMs`, or less when the registered wait ends (an append, or its own timeout) or `halt` aborts. */
+  /** Something becomes claimable at `at` (on the `now` clock) without a notification: no idle wait runs past it. */
+  expect(at: number): void {
+    // Bounded: past it, further times are left to the polls (and a find they make withdraws the trust).
+    if (this.#expected.length < MAX_EXPECTED) this.#expected.push(at);
+  }
+
+  /** The last fetch or read found something: the next idle wait starts at `pollMs`. */
+  found(): void {
+    // Found after a wait no notification ended: appends (or retries) are not all announced.
+    if (this.#ended === 'timer') this.#trusted = false;
+    this.#ended = null;
+    this.#idleMs = this.#pollMs;
+  }
+
+  /** Waits the idle wait (see the class comment), or less when the registered wait ends (an append, or its own timeout) or `halt` aborts. */
   idle(): Promise<void> {
     this.listen();
     const woken = this.#listening;
     this.#listening = null;
     const halt = this.#halt;
     if (halt.aborted) return Promise.resolve();
+    let ms = this.#pollMs;
+    if (this.#wait !== null && this.#trusted) {
+      // Another empty poll that no notification ended: wait longer.
+      if (this.#ended === 'timer') this.#idleMs = Math.min(this.#idleMs * 2, this.#maxPollMs);
+      ms = this.#idleMs;
+    }
+    let expected = false;
+    if (this.#expected.length > 0) {
+      const now = this.#now();
+      const before = this.#expected.length;
+      this.#expected = this.#expected.filter((at) => at > now);
+      // One came due and the fetch just before found nothing yet: poll at the base pace around it.
+      if (this.#expected.length < before) {
+        this.#idleMs = this.#pollMs;
+        ms = Math.min(ms, this.#pollMs);
+      }
+      const left = Math.min(...this.#expected) - now;
+      if (left <= ms) {
+        ms = left;
+        expected = true;
+      }
+    }
     return new Promise<void>((resolve) => {
-      const done = (): void => {
+      let settled = false;
+      const done = (how: 'woken' | 'timer' | 'expected' | null): void => {
+        if (settled) return;
+        settled = true;
         timer.cancel();
-        halt.removeEventListener('abort', done);
+        halt.removeEventListener('abort', onHalt);
+        if (how === 'woken') {
+          this.#trusted = true;
+          this.#idleMs = this.#pollMs;
+        }
+        if (how !== null) this.#ended = how;
         resolve();
       };
-      const timer = this.#timers.schedule(this.#pollMs, done);
-      halt.addEventListener('abort', done, { once: true });
-      void woken?.then(done);
+      const onHalt = (): void => done(null);
+      const timer = this.#timers.schedule(ms, () => done(expected ? 'expected' : 'timer'));
+      halt.addEventListener('abort', onHalt, { once: true });
+      void woken?.then((appended) => done(appended ? 'woken' : 'timer'));
     });
   }
+}
+
+/**
+ * `maxPollMs`: the longest idle wait while notifications are trusted
+ * (runtime/append-wait.ts). Default five polls, at least `pollMs`.
+ */
+export function resolveMaxPollMs(value: unknown, pollMs: number): number {
+  return optionalInteger('maxPollMs', value, Math.min(5 * pollMs, 3600_000), { min: pollMs, max: 3600_000 });
 }

@@ -232,6 +232,51 @@ describe('PartitionWorker', () => {
     await worker.done;
   });
 
+  it('backs idle reads off while notifications come; events no notification announced keep it at pollMs until one does', async () => {
+    const source = new NotifyingOwned();
+    const { worker } = build(() => undefined, { maxPollMs: 4 * POLL_MS }, { source });
+    const readsAt = async (ms: number): Promise<void> => {
+      const before = source.reads.length;
+      source.timers.advance(ms - 1);
+      await turns();
+      expect(source.reads, `no read before ${ms} ms`).toHaveLength(before);
+      source.timers.advance(1);
+      await turns();
+      expect(source.reads, `a read at ${ms} ms`).toHaveLength(before + 1);
+    };
+    await turns();
+    source.lastRead().resolve([]);
+    await turns();
+    for (const ms of [POLL_MS, 2 * POLL_MS, 4 * POLL_MS, 4 * POLL_MS]) {
+      await readsAt(ms);
+      source.lastRead().resolve([]);
+      await turns();
+    }
+    // Found by the poll, with no notification: back to pollMs, and it stays there.
+    await readsAt(4 * POLL_MS);
+    source.lastRead().resolve([event(1)]);
+    await turns();
+    source.lastRead().resolve([]);
+    await turns();
+    for (let i = 0; i < 3; i++) {
+      await readsAt(POLL_MS);
+      source.lastRead().resolve([]);
+      await turns();
+    }
+    // A notification: trusted again, so the next empty reads back off.
+    source.notify();
+    await turns();
+    source.lastRead().resolve([]);
+    await turns();
+    await readsAt(POLL_MS);
+    source.lastRead().resolve([]);
+    await turns();
+    await readsAt(2 * POLL_MS);
+    worker.stop(0);
+    source.lastRead().resolve([]);
+    await worker.done;
+  });
+
   it('reads from the frontier with the fence, runs a batch in order and commits it once', async () => {
     const seen: number[] = [];
     const { source, worker, reports } = build((e) => void seen.push(e.sequence), { batchSize: 3 }, { frontier: 4 });
