@@ -132,7 +132,7 @@ export class AppendListener {
     this.#now = now;
   }
 
-  /** Registers the store's wait unless one is out. A failed wait leaves the rest to the poll timer. */
+  /** Registers the store's wait unless one is out (or ended unseen by an idle wait). A failed wait leaves the rest to the poll timer. */
   listen(): void {
     if (this.#listening !== null || this.#wait === null) return;
     this.#listening = this.#wait(this.#stream, this.#waitMs, this.#halt).catch(() => never());
@@ -155,8 +155,10 @@ export class AppendListener {
   /** Waits the idle wait (see the class comment), or less when the registered wait ends (an append, or its own timeout) or `halt` aborts. */
   idle(): Promise<void> {
     this.listen();
+    // The store's wait stays registered when this idle wait ends by its timer:
+    // it serves the next one (a fresh wait per poll would pile up, each with a
+    // listener on `halt`, for as long as the store's wait lasts).
     const woken = this.#listening;
-    this.#listening = null;
     const halt = this.#halt;
     if (halt.aborted) return Promise.resolve();
     let ms = this.#pollMs;
@@ -198,7 +200,10 @@ export class AppendListener {
       const onHalt = (): void => done(null);
       const timer = this.#timers.schedule(ms, () => done(expected ? 'expected' : 'timer'));
       halt.addEventListener('abort', onHalt, { once: true });
-      void woken?.then((appended) => done(appended ? 'woken' : 'timer'));
+      void woken?.then((appended) => {
+        if (this.#listening === woken) this.#listening = null;
+        done(appended ? 'woken' : 'timer');
+      });
     });
   }
 }

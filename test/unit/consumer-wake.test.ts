@@ -166,6 +166,9 @@ describe('consumer wake path', () => {
     // Found by the poll, unannounced (an appender that does not notify, say).
     await answer(source, [fakeLease(1)]);
     await emptyPolls(source, [100, 100, 100, 100]);
+    // One wait registered with the store all along: the polls' timers ended, it stayed out.
+    expect(source.waits).toBe(1);
+    expect(source.pendingWaits).toBe(1);
     // A notification restores the backoff.
     source.notify();
     await turns();
