@@ -47,7 +47,7 @@ export function watchAppends(
 export async function waitForAppend(timers: Timers, pollMs: number, watch: AppendWatch, halt: AbortSignal): Promise<void> {
   const wait = new AbortController();
   const stop = (): void => wait.abort(CANCELLED);
-  halt.addEventListener('abort', stop, { once: true });
+  halt.addEventListener('abort', stop);
   try {
     await Promise.race([sleep(timers, pollMs, wait.signal), watch.woken]);
   } finally {
@@ -101,8 +101,8 @@ export class AppendListener {
   #idleMs: number;
   /** Whether what becomes claimable is announced (see the class comment). */
   #trusted = true;
-  /** How the last idle wait ended: by a notification, by its timer, at an expected time, or none since something was found. */
-  #ended: 'woken' | 'timer' | 'expected' | null = null;
+  /** How the last idle wait ended: by a notification, by its timer, or neither (an expected time, a halt, or something found since). */
+  #ended: 'woken' | 'timer' | null = null;
   /** Times the loop expects something to become claimable at (`expect`), not yet passed. */
   #expected: number[] = [];
 
@@ -185,8 +185,8 @@ export class AppendListener {
     }
     return new Promise<void>((resolve) => {
       let settled = false;
-      const done = (how: 'woken' | 'timer' | 'expected' | null): void => {
-        if (settled) return;
+      // How it ended: `null` for a halt or an expected time (neither says whether appends are announced).
+      const done = (how: 'woken' | 'timer' | null): void => {
         settled = true;
         timer.cancel();
         halt.removeEventListener('abort', onHalt);
@@ -194,14 +194,16 @@ export class AppendListener {
           this.#trusted = true;
           this.#idleMs = this.#pollMs;
         }
-        if (how !== null) this.#ended = how;
+        this.#ended = how;
         resolve();
       };
       const onHalt = (): void => done(null);
-      const timer = this.#timers.schedule(ms, () => done(expected ? 'expected' : 'timer'));
-      halt.addEventListener('abort', onHalt, { once: true });
+      const timer = this.#timers.schedule(ms, () => done(expected ? null : 'timer'));
+      halt.addEventListener('abort', onHalt);
       void woken?.then((appended) => {
-        if (this.#listening === woken) this.#listening = null;
+        // Ended already (its timer, a halt): the store's wait ending is left to the next idle wait, which sees it at once.
+        if (settled) return;
+        this.#listening = null;
         done(appended ? 'woken' : 'timer');
       });
     });

@@ -122,6 +122,18 @@ describe('AppendListener', () => {
     expect([await waited(store, appends), await waited(store, appends)]).toEqual([100, 200]);
   });
 
+  it('a notification that lands while the fetch after a timer-ended wait is out ends the next wait at once, trusted again', async () => {
+    const store = new Store();
+    const appends = listener(store);
+    expect(await waited(store, appends)).toBe(100);
+    // The poll's fetch is out; an append is notified meanwhile, and the fetch finds it.
+    store.notify();
+    await turns();
+    appends.found();
+    expect(await waited(store, appends)).toBe(0);
+    expect([await waited(store, appends), await waited(store, appends)]).toEqual([100, 200]);
+  });
+
   it('a failed store wait leaves the wait to its timer', async () => {
     const store = new Store();
     const appends = listener(store, new AbortController(), 8 * POLL_MS, () => Promise.reject(new Error('connection lost')));
