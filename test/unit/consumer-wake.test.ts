@@ -10,7 +10,7 @@ import { resolveMaxPollMs } from '../../src/runtime/append-wait.js';
 import { RheoError } from '../../src/core/errors.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
 import { fakeLease } from '../support/fake-settler.js';
-import { turns } from '../support/turns.js';
+import { nextCallAt, turns } from '../support/turns.js';
 
 /*
  * The competing consumer's wake path against a scripted source: claims wait
@@ -106,15 +106,9 @@ describe('consumer wake path', () => {
     expect(source.pendingWaits).toBe(0);
   });
 
-  /** Advances to just before `ms` and then to it: the claim count moves only at `ms`. */
-  async function pollsAt(source: NotifyingSource, ms: number): Promise<void> {
-    const before = source.claims.length;
-    source.timers.advance(ms - 1);
-    await turns();
-    expect(source.claims, `no claim before ${ms} ms`).toHaveLength(before);
-    source.timers.advance(1);
-    await turns();
-    expect(source.claims, `a claim at ${ms} ms`).toHaveLength(before + 1);
+  /** The next claim comes exactly `ms` from now. */
+  function pollsAt(source: NotifyingSource, ms: number): Promise<void> {
+    return nextCallAt(source.timers, source.claims, ms, 'claim');
   }
 
   /** Answers the last claim (empty unless given leases) and lets the loop react. */

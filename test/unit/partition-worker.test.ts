@@ -10,7 +10,7 @@ import { PartitionWorker, type WorkerReport } from '../../src/consumer/partition
 import { Slots } from '../../src/runtime/slots.js';
 import { SettledInTransaction } from '../../src/consumer/transactional-handler.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
-import { turns, isSettled } from '../support/turns.js';
+import { nextCallAt, turns, isSettled } from '../support/turns.js';
 
 /*
  * PartitionWorker against a scripted source: every read waits until the test
@@ -235,15 +235,7 @@ describe('PartitionWorker', () => {
   it('backs idle reads off while notifications come; events no notification announced keep it at pollMs until one does', async () => {
     const source = new NotifyingOwned();
     const { worker } = build(() => undefined, { maxPollMs: 4 * POLL_MS }, { source });
-    const readsAt = async (ms: number): Promise<void> => {
-      const before = source.reads.length;
-      source.timers.advance(ms - 1);
-      await turns();
-      expect(source.reads, `no read before ${ms} ms`).toHaveLength(before);
-      source.timers.advance(1);
-      await turns();
-      expect(source.reads, `a read at ${ms} ms`).toHaveLength(before + 1);
-    };
+    const readsAt = (ms: number): Promise<void> => nextCallAt(source.timers, source.reads, ms, 'read');
     await turns();
     source.lastRead().resolve([]);
     await turns();
