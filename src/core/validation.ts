@@ -189,7 +189,7 @@ export function describe(value: unknown): string {
  */
 export function frozenJsonCopy(what: string, value: unknown, budget?: JsonBudget): JsonValue {
   const b = budget ?? { bytes: 0, limit: Number.POSITIVE_INFINITY, onOverflow: () => invalidArgument(`${what} is too large`) };
-  return readingJson(what, () => copyJson(value, new Set(), null, what, 1, b));
+  return readingJson(what, () => copyJson(value, null, what, 1, b));
 }
 
 export interface JsonBudget {
@@ -206,14 +206,17 @@ function spend(budget: JsonBudget, bytes: number): void {
 }
 
 /**
- * Where a value sits in the walk: its container's place and its key there. A
- * frame is made per container, never per scalar, and the path text is written
- * only for an error message.
+ * Where a value sits in the walk: its container, and that container's place
+ * and key in its own. A frame is made per container, never per scalar; the
+ * chain of frames is the path from the root, which is all a cycle can close
+ * on, and its text is written only for an error message.
  */
 interface PathFrame {
   readonly up: PathFrame | null;
   /** The root's text (`up` null), a member name, or an array index. */
   readonly key: string | number;
+  /** The container this frame stands for. */
+  readonly value: object;
 }
 
 function pathOf(up: PathFrame | null, key: string | number): string {
@@ -222,16 +225,48 @@ function pathOf(up: PathFrame | null, key: string | number): string {
   return typeof key === 'number' ? `${base}[${key}]` : `${base}.${key}`;
 }
 
+/** Whether `value` is one of the containers the walk is inside: only those can make a cycle. */
+function isAncestor(up: PathFrame | null, value: object): boolean {
+  for (let frame = up; frame !== null; frame = frame.up) if (frame.value === value) return true;
+  return false;
+}
+
+/** A string's bytes as a JSON string (see json-size.ts), or -1 when it holds U+0000 or a lone surrogate. */
+function checkedStringBytes(s: string): number {
+  // Short strings, the common case, in one pass; long ones by the native calls.
+  if (s.length > 64) return badString(s) ? -1 : jsonStringBytes(s);
+  let bytes = 2;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x20 && c < 0x80) bytes += c === 0x22 || c === 0x5c ? 2 : 1;
+    else if (c < 0x20) {
+      if (c === 0) return -1;
+      bytes += c === 0x08 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d ? 2 : 6;
+    } else if (c < 0x800) bytes += 2;
+    else if (c < 0xd800 || c > 0xdfff) bytes += 3;
+    else {
+      // A high surrogate followed by a low one is one 4-byte character; any other surrogate is lone.
+      const next = s.charCodeAt(i + 1);
+      if (c > 0xdbff || !(next >= 0xdc00 && next <= 0xdfff)) return -1;
+      bytes += 4;
+      i++;
+    }
+  }
+  return bytes;
+}
+
 function badString(s: string): boolean {
   return s.includes('\u0000') || !s.isWellFormed();
 }
 
-function copyJson(value: unknown, seen: Set<object>, up: PathFrame | null, key: string | number, depth: number, budget: JsonBudget): JsonValue {
+function copyJson(value: unknown, up: PathFrame | null, key: string | number, depth: number, budget: JsonBudget): JsonValue {
   switch (typeof value) {
-    case 'string':
-      if (badString(value)) throw invalidArgument(stringProblem(value, pathOf(up, key))!);
-      spend(budget, jsonStringBytes(value));
+    case 'string': {
+      const bytes = checkedStringBytes(value);
+      if (bytes < 0) throw invalidArgument(stringProblem(value, pathOf(up, key))!);
+      spend(budget, bytes);
       return value;
+    }
     case 'number':
       if (!Number.isFinite(value)) throw invalidArgument(`${pathOf(up, key)} is ${value}, which is not JSON`);
       spend(budget, jsonNumberBytes(value));
@@ -246,19 +281,18 @@ function copyJson(value: unknown, seen: Set<object>, up: PathFrame | null, key: 
       }
       break;
     default:
-      throw invalidArgument(jsonProblem(value, seen, pathOf(up, key), depth)!);
+      throw invalidArgument(jsonProblem(value, new Set(), pathOf(up, key), depth)!);
   }
-  if (seen.has(value)) throw invalidArgument(`${pathOf(up, key)} contains a cycle`);
+  if (isAncestor(up, value)) throw invalidArgument(`${pathOf(up, key)} contains a cycle`);
   if (depth > MAX_JSON_DEPTH) throw invalidArgument(depthProblem(pathOf(up, key), depth)!);
-  const here: PathFrame = { up, key };
-  seen.add(value);
+  const here: PathFrame = { up, key, value };
   let out: JsonValue;
   if (Array.isArray(value)) {
     const length = value.length;
     // Brackets and the commas between elements.
     spend(budget, 2 + Math.max(0, length - 1));
     const arr: JsonValue[] = new Array<JsonValue>(length);
-    for (let i = 0; i < length; i++) arr[i] = copyJson(value[i], seen, here, i, depth + 1, budget);
+    for (let i = 0; i < length; i++) arr[i] = copyJson(value[i], here, i, depth + 1, budget);
     out = arr;
   } else {
     const proto: unknown = Object.getPrototypeOf(value);
@@ -270,9 +304,10 @@ function copyJson(value: unknown, seen: Set<object>, up: PathFrame | null, key: 
     spend(budget, 2 + Math.max(0, keys.length - 1) + keys.length);
     const obj: { [key: string]: JsonValue } = {};
     for (const k of keys) {
-      if (badString(k)) throw invalidArgument(stringProblem(k, `${pathOf(up, key)} key ${JSON.stringify(k)}`)!);
-      spend(budget, jsonStringBytes(k));
-      const v = copyJson((value as Record<string, unknown>)[k], seen, here, k, depth + 1, budget);
+      const keyBytes = checkedStringBytes(k);
+      if (keyBytes < 0) throw invalidArgument(stringProblem(k, `${pathOf(up, key)} key ${JSON.stringify(k)}`)!);
+      spend(budget, keyBytes);
+      const v = copyJson((value as Record<string, unknown>)[k], here, k, depth + 1, budget);
       // Assigning "__proto__" would set the copy's prototype to the caller's
       // value (JSON.parse makes it an ordinary own key): keep it as data.
       if (k === '__proto__') Object.defineProperty(obj, k, { value: v, enumerable: true, writable: true, configurable: true });
@@ -280,7 +315,6 @@ function copyJson(value: unknown, seen: Set<object>, up: PathFrame | null, key: 
     }
     out = obj;
   }
-  seen.delete(value);
   Object.freeze(out);
   return out;
 }

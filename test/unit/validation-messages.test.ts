@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe as suite, expect, it } from 'vitest';
 import { RheoError } from '../../src/core/errors.js';
 import { MAX_JSON_DEPTH, MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS } from '../../src/core/limits.js';
@@ -370,6 +371,58 @@ suite('frozenJsonCopy', () => {
       new RegExp(`is nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects$`),
     );
     expect(() => frozenJsonCopy('payload', Object.assign(Object.create(null) as object, { a: 1 }))).not.toThrow();
+  });
+
+  it('sizes every well-formed string as JSON.stringify writes it, short or long', () => {
+    // Short strings and keys are scanned in one pass, longer ones by native calls: both must agree.
+    const pieces = ['a', ' ', '~', '"', '\\', '\b', '\t', '\n', '\f', '\r', '\u0001', '\u001f', '\u007f', '\u0080', 'é', '\u07ff', '\u0800', '€', '\ud7ff', '\ue000', '\uffff', '🦀', '\ud800\udc00', '\udbff\udfff'];
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...pieces), { maxLength: 80 }), (parts) => {
+        const s = parts.join('');
+        const b = budget();
+        frozenJsonCopy('payload', { [s]: s }, b);
+        expect([s, b.bytes]).toEqual([s, Buffer.byteLength(JSON.stringify({ [s]: s }), 'utf8')]);
+      }),
+      { numRuns: 400 },
+    );
+    for (const length of [63, 64, 65]) {
+      const s = 'é'.repeat(length);
+      const b = budget();
+      frozenJsonCopy('payload', s, b);
+      expect([length, b.bytes]).toEqual([length, 2 * length + 2]);
+    }
+  });
+
+  it('refuses U+0000 and every lone surrogate, short or long', () => {
+    const pad = (s: string, length: number): string => s + 'x'.repeat(Math.max(0, length - s.length));
+    for (const length of [0, 64, 65]) {
+      for (const [bad, problem] of [
+        ['a\u0000', 'contains U+0000, which cannot be stored'],
+        ['\ud800', 'contains a lone surrogate (not valid UTF-16)'],
+        ['\udbff', 'contains a lone surrogate (not valid UTF-16)'],
+        ['\udc00', 'contains a lone surrogate (not valid UTF-16)'],
+        ['\udfff', 'contains a lone surrogate (not valid UTF-16)'],
+        ['\ud800\ud800\udc00', 'contains a lone surrogate (not valid UTF-16)'],
+        ['x\udbff', 'contains a lone surrogate (not valid UTF-16)'],
+        ['\udc00\udc00', 'contains a lone surrogate (not valid UTF-16)'],
+        ['\ud800\ue000', 'contains a lone surrogate (not valid UTF-16)'],
+        ['\udbff\ud7ff', 'contains a lone surrogate (not valid UTF-16)'],
+      ] as const) {
+        expect(invalid(() => frozenJsonCopy('payload', pad(bad, length)))).toBe(`payload ${problem}`);
+        expect(invalid(() => frozenJsonCopy('payload', { [pad(bad, length)]: 1 }))).toMatch(new RegExp(`^payload key ".*" ${problem.replace(/[()+]/g, '\\$&')}$`));
+      }
+    }
+  });
+
+  it('refuses a cycle however deep it closes, and only a cycle', () => {
+    const root: Record<string, unknown> = { a: { b: [{ c: {} }] } };
+    ((root.a as { b: Array<{ c: Record<string, unknown> }> }).b[0]!.c).back = root.a;
+    expect(invalid(() => frozenJsonCopy('payload', root))).toBe('payload.a.b[0].c.back contains a cycle');
+    const self: unknown[] = [];
+    self.push(self);
+    expect(invalid(() => frozenJsonCopy('payload', self))).toBe('payload[0] contains a cycle');
+    const leaf = { x: 1 };
+    expect(frozenJsonCopy('payload', [[leaf], [[leaf]], leaf])).toEqual([[{ x: 1 }], [[{ x: 1 }]], { x: 1 }]);
   });
 
   it('turns a throwing getter into invalid_argument', () => {
