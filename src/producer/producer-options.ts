@@ -13,6 +13,7 @@ import type {
   RetryEvent,
   SettleErrorEvent,
 } from '../observability/lease-events.js';
+import { resolveMaxPollMs } from '../runtime/append-wait.js';
 import { resolveFetchBackoff, type BackoffOptions } from '../runtime/backoff.js';
 import { failurePolicyOf, type FailurePolicy } from '../runtime/lease-outcome.js';
 import type { LeaseSource } from '../runtime/sources.js';
@@ -38,6 +39,14 @@ export interface ProducerOptions {
   leaseMs?: number;
   /** Wait after an empty fetch (cut short when the backend signals an append). Default: `rheo.defaults.pollMs`. */
   pollMs?: number;
+  /**
+   * While the store's notifications are trusted, each further empty fetch
+   * that its timer ended doubles the wait from `pollMs` up to this; a
+   * notification or a fetch that finds leases starts it at `pollMs` again
+   * (a fetch that finds what no notification announced keeps it at `pollMs`
+   * until one arrives). Default `5 × pollMs`; `pollMs` turns the backoff off.
+   */
+  maxPollMs?: number;
   /** Recorded on every lease. Default: `producer-<random>`. */
   consumerId?: string;
   /** Claim only from these partitions. */
@@ -139,6 +148,7 @@ const PRODUCER_OPTION_KEYS = optionKeys<ProducerOptions>()(
   'minDemand',
   'leaseMs',
   'pollMs',
+  'maxPollMs',
   'consumerId',
   'partitions',
   'onFailure',
@@ -165,6 +175,7 @@ export function resolveProducerOptions(source: LeaseSource, options: ProducerOpt
   const maxDemand = optionalInteger('maxDemand', options.maxDemand, d.maxDemand, { min: 1, max: 10_000 });
   const leaseMs = optionalInteger('leaseMs', options.leaseMs, d.leaseMs, { min: 2, max: 7 * 24 * 3600_000 });
   const pollMs = optionalInteger('pollMs', options.pollMs, d.pollMs, { min: 1, max: 3600_000 });
+  const maxPollMs = resolveMaxPollMs(options.maxPollMs, pollMs);
   const minDemand = optionalInteger('minDemand', options.minDemand, Math.max(1, Math.floor(maxDemand / 4)), {
     min: 1,
     max: maxDemand,
@@ -187,5 +198,5 @@ export function resolveProducerOptions(source: LeaseSource, options: ProducerOpt
   const fetchBackoff = resolveFetchBackoff(options.fetchBackoff, pollMs) ?? { initialMs: Math.min(pollMs, 100), maxMs: 30_000 };
   const onFailure = failurePolicyOf('producer', options.onFailure, undefined);
   const partitions = normalizePartitions(options.partitions);
-  return { maxDemand, minDemand, leaseMs, pollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff, onFailure, partitions };
+  return { maxDemand, minDemand, leaseMs, pollMs, maxPollMs, maxSettleBatch, settleRetry, consumerId, fetchBackoff, onFailure, partitions };
 }

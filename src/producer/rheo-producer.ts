@@ -20,7 +20,7 @@ import { InflightTracker } from './inflight-tracker.js';
 import { resolveProducerOptions, type ProducerOptions, type RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
-import { waitForAppend, watchAppends } from '../runtime/append-wait.js';
+import { AppendListener } from '../runtime/append-wait.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
 import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 
@@ -76,6 +76,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly minDemand: number;
   readonly leaseMs: number;
   readonly pollMs: number;
+  /** The longest idle wait while the store's notifications are trusted (`ProducerOptions.maxPollMs`). */
+  readonly maxPollMs: number;
   readonly consumerId: string;
   /** The failure policy every stage settling through this producer starts from (`ProducerOptions.onFailure`). */
   readonly onFailure: FailurePolicy;
@@ -86,7 +88,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #source: LeaseSource;
   /** The claim every fetch sends: built once from the validated options (only `limit` changes). */
   readonly #request: FetchRequest;
-  readonly #appendWait: ((stream: string, timeoutMs: number, signal: AbortSignal) => Promise<boolean>) | null;
+  /** The store's wait for an append, registered before each claim (runtime/append-wait.ts); ends with `#stop`. */
+  readonly #appends: AppendListener;
   readonly #tracker: InflightTracker<T>;
   readonly #batcher: SettleBatcher<QueuedSettle<T>>;
   readonly #backoff: BackoffOptions;
@@ -117,6 +120,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.minDemand = resolved.minDemand;
     this.leaseMs = resolved.leaseMs;
     this.pollMs = resolved.pollMs;
+    this.maxPollMs = resolved.maxPollMs;
     this.consumerId = resolved.consumerId;
     this.onFailure = resolved.onFailure;
     this.partitions = options.partitions ? [...options.partitions] : undefined;
@@ -129,7 +133,15 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       partitions: resolved.partitions,
       maxBytes: source.defaults.maxFetchBytes,
     };
-    this.#appendWait = source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null;
+    this.#appends = new AppendListener(
+      source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null,
+      this.stream,
+      this.pollMs,
+      this.maxPollMs,
+      this.timers,
+      this.#stop.signal,
+      () => source.clock.now(),
+    );
     this.#report = producerReporter(this, source.logger);
     const telemetry = telemetryOf(source);
     if (telemetry) {
@@ -149,6 +161,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       2,
       (op, error) => {
         const leaseId = op.op.leaseId;
+        // A delayed retry becomes claimable with no notification: no idle wait runs past it.
+        if (error === null && op.op.kind === 'nack') this.#appends.expect(source.clock.now() + op.op.delayMs);
         try {
           this.#report.settled(op.request, error, this.#tracker.has(leaseId));
         } finally {
@@ -389,13 +403,13 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     while (this.#wanted && !this.destroyed && !this.#draining) {
       const room = this.maxDemand - this.#tracker.size;
       if (room < this.minDemand) return; // near the cap: confirms resume us
-      const wakeup = watchAppends(this.#appendWait, this.stream, this.pollMs);
+      // Listen before claiming: an append that lands while the claim is on its way must still wake the wait after it.
+      this.#appends.listen();
       let leases: Lease<T>[];
       try {
         this.#request.limit = room;
         leases = await this.#source.claim<T>(this.stream, this.group, this.#request);
       } catch (error) {
-        wakeup.cancel();
         if (this.destroyed || this.#draining) return;
         this.#fetchFailures++;
         const retryInMs = backoffDelay(this.#fetchFailures, this.#backoff, this.#random);
@@ -419,15 +433,15 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       }
       this.#fetchFailures = 0;
       if (this.destroyed || this.#ended) {
-        wakeup.cancel();
         // Node drops pushes after destroy: give these back instead.
         if (leases.length > 0) await this.#releaseUnread(leases);
         return;
       }
       if (leases.length === 0) {
-        await waitForAppend(this.timers, this.pollMs, wakeup, this.#stop.signal);
+        await this.#appends.idle();
         continue;
       }
+      this.#appends.found();
       // A short fetch means nothing else was claimable: the next fetch waits
       // for an append or the poll, instead of an immediate claim that would
       // come back empty (measured: 355 claims for 200 notified events).
@@ -438,8 +452,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       let more = true;
       for (const lease of leases) more = this.push(lease);
       if (!more) this.#wanted = false; // Node calls _read again when the buffer drains
-      if (caughtUp && this.#wanted && !this.destroyed && !this.#draining) await waitForAppend(this.timers, this.pollMs, wakeup, this.#stop.signal);
-      else wakeup.cancel();
+      if (caughtUp && this.#wanted && !this.destroyed && !this.#draining) await this.#appends.idle();
     }
   }
 

@@ -1,5 +1,5 @@
 import { optionalInteger } from '../core/validation.js';
-import { sleep, type Timers } from './timers.js';
+import type { Timers } from './timers.js';
 
 /**
  * The reason for aborting the loops' own waits. Without a reason, `abort()`
@@ -8,12 +8,6 @@ import { sleep, type Timers } from './timers.js';
  */
 export const CANCELLED = new Error('rheo wait cancelled');
 
-/** An append watch started before a fetch; cancel it when it is not awaited. */
-export interface AppendWatch {
-  woken: Promise<boolean>;
-  cancel(): void;
-}
-
 /**
  * Never settles: the wake-up of a store without notifications, and what a
  * failed notification wait turns into. A fresh one each time: a shared one
@@ -21,40 +15,6 @@ export interface AppendWatch {
  */
 function never(): Promise<boolean> {
   return new Promise<boolean>(() => undefined);
-}
-
-/**
- * Starts listening for an append to `stream` through `wait` (the store's
- * `waitForAppend`, or `null` without notifications). Listen before fetching:
- * an append that lands while the fetch is on its way would otherwise notify
- * nobody and cost a whole poll interval. The wait runs for twice the poll
- * (the fetch before it eats into it; the poll timer bounds it anyway); one
- * that fails (its connection lost, say) leaves the rest to the poll timer,
- * since ending it at once would turn the loop into a fetch loop with no pause.
- */
-export function watchAppends(
-  wait: ((stream: string, timeoutMs: number, signal: AbortSignal) => Promise<boolean>) | null,
-  stream: string,
-  pollMs: number,
-): AppendWatch {
-  if (wait === null) return { woken: never(), cancel: () => undefined };
-  const listening = new AbortController();
-  const woken = wait(stream, 2 * pollMs, listening.signal).catch(() => never());
-  return { woken, cancel: () => listening.abort(CANCELLED) };
-}
-
-/** Waits `pollMs`, or less when `watch` reports an append or `halt` aborts. A lost wake-up only costs latency. */
-export async function waitForAppend(timers: Timers, pollMs: number, watch: AppendWatch, halt: AbortSignal): Promise<void> {
-  const wait = new AbortController();
-  const stop = (): void => wait.abort(CANCELLED);
-  halt.addEventListener('abort', stop);
-  try {
-    await Promise.race([sleep(timers, pollMs, wait.signal), watch.woken]);
-  } finally {
-    wait.abort(CANCELLED);
-    watch.cancel();
-    halt.removeEventListener('abort', stop);
-  }
 }
 
 /** The store's `waitForAppend`, bound: resolves `true` on an append, `false` at the timeout or on abort. */
@@ -69,10 +29,9 @@ const MAX_EXPECTED = 1_000;
  * notification that arrives while it is on its way must still find a
  * waiter), `idle()` after one that did, `found()` after one that did not. A
  * wait still out when a fetch came back full serves the next idle wait.
- * Unlike `watchAppends`, it registers the store's wait on the loop's
- * long-lived signal, so a wake costs no fresh AbortController: two per wake
- * put 0.05-0.15 ms between the notification and the next fetch (traced,
- * PostgreSQL and Redis).
+ * It registers the store's wait on the loop's long-lived signal, so a wake
+ * costs no fresh AbortController: two per wake put 0.05-0.15 ms between the
+ * notification and the next fetch (traced, PostgreSQL and Redis).
  *
  * Idle polls back off while notifications are trusted. Each empty poll that
  * a timer ended (no notification came) doubles the next wait, from `pollMs`

@@ -48,9 +48,9 @@ for (const factory of backendFactories) {
       expect(lease.event.payload).toEqual({ late: true });
     });
 
-    it('an empty fetch polls again after pollMs', async () => {
+    it('an empty fetch polls again after pollMs, then backs off to maxPollMs while notifications are trusted', async () => {
       const { faulty, timers } = fx();
-      const producer = fx().producer({ pollMs: 1000 });
+      const producer = fx().producer({ pollMs: 1000, maxPollMs: 3000 });
       producer.read(0);
       await nextEventLoopUntil(() => faulty.calls.fetch === 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
       expect(timers.pendingDelays({ keepAlive: true })).toEqual([1000]);
@@ -60,10 +60,51 @@ for (const factory of backendFactories) {
       expect(faulty.calls.fetch).toBe(1);
       timers.advance(1);
       await nextEventLoopUntil(() => faulty.calls.fetch === 2 && timers.pendingDelays({ keepAlive: true }).length === 1);
-      // Still empty: the second fetch leaves the next poll behind.
-      expect(timers.pendingDelays({ keepAlive: true })).toEqual([1000]);
-      timers.advance(1000);
-      await nextEventLoopUntil(() => faulty.calls.fetch === 3);
+      // Still empty, and no notification ended the wait: the next one is twice as long, then capped.
+      expect(timers.pendingDelays({ keepAlive: true })).toEqual([2000]);
+      timers.advance(2000);
+      await nextEventLoopUntil(() => faulty.calls.fetch === 3 && timers.pendingDelays({ keepAlive: true }).length === 1);
+      expect(timers.pendingDelays({ keepAlive: true })).toEqual([3000]);
+      // An append is announced: the producer claims it at once and the wait starts at pollMs again.
+      await fx().append(1);
+      const lease = await readOne<Lease<{ n: number }>>(producer);
+      expect(lease.event.payload).toEqual({ n: 1 });
+      // (A store may announce it twice, in process and by its notification: the wait is pollMs either way.)
+      await nextEventLoopUntil(() => timers.pendingDelays({ keepAlive: true }).join() === '1000');
+      expect(faulty.calls.fetch).toBeGreaterThanOrEqual(4);
+    });
+
+    it('never backs off past the due time of a retry it nacked', async () => {
+      const { faulty, timers } = fx();
+      await fx().append(1);
+      const producer = fx().producer({ pollMs: 1000, maxPollMs: 8000 });
+      const lease = await readOne<Lease>(producer);
+      await producer.nack(lease, 'later', { delayMs: 5000 });
+      const waits: number[] = [];
+      for (let fetches = 2; fetches <= 4; fetches++) {
+        await nextEventLoopUntil(() => faulty.calls.fetch === fetches - 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
+        const [wait] = timers.pendingDelays({ keepAlive: true });
+        waits.push(wait!);
+        timers.advance(wait!);
+      }
+      // 1000 after the claim, 2000 after an empty poll, then 2000 to the retry's due time (not 4000).
+      expect(waits).toEqual([1000, 2000, 2000]);
+      const retried = await readOne<Lease>(producer);
+      expect([retried.event.sequence, retried.attempt]).toEqual([1, 2]);
+    });
+
+    it('maxPollMs equal to pollMs keeps every idle wait at pollMs; below it is refused', async () => {
+      const { faulty, timers } = fx();
+      const producer = fx().producer({ pollMs: 1000, maxPollMs: 1000 });
+      producer.read(0);
+      for (let fetches = 1; fetches <= 3; fetches++) {
+        await nextEventLoopUntil(() => faulty.calls.fetch === fetches && timers.pendingDelays({ keepAlive: true }).length === 1);
+        expect(timers.pendingDelays({ keepAlive: true })).toEqual([1000]);
+        timers.advance(1000);
+      }
+      expect(() => fx().producer({ pollMs: 1000, maxPollMs: 999 })).toThrow(/maxPollMs/);
+      expect(producer.maxPollMs).toBe(1000);
+      expect(fx().producer({ pollMs: 300 }).maxPollMs).toBe(1500);
     });
   });
 }

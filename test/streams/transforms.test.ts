@@ -122,7 +122,8 @@ for (const factory of backendFactories) {
     it('a window closes on everyMs too', async () => {
       const { timers } = fx();
       await fx().append(2);
-      const producer = fx().producer<Tick>({ maxDemand: 5 });
+      // Leases that outlive the advance: a poll after it must not find them expired and claim them again.
+      const producer = fx().producer<Tick>({ maxDemand: 5, leaseMs: 60_000 });
       const out: number[] = [];
       const window = createWindowTransform<Tick, Lease<Tick>[], number>({
         producer,

@@ -1,7 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
-import { AppendListener, waitForAppend, watchAppends, type AppendWaitFn } from '../../src/runtime/append-wait.js';
+import { AppendListener, type AppendWaitFn } from '../../src/runtime/append-wait.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
 import { turns } from '../support/turns.js';
 
@@ -207,49 +207,5 @@ describe('AppendListener', () => {
     void appends.idle().then(() => (again = true));
     await turns();
     expect(again).toBe(true);
-  });
-});
-
-describe('watchAppends and waitForAppend', () => {
-  it('waits pollMs unless woken, then cancels the watch and leaves no listener behind', async () => {
-    const store = new Store();
-    const halt = new AbortController();
-    const watch = watchAppends(store.wait, 's', POLL_MS);
-    expect(store.timeouts).toEqual([200]);
-    let done = false;
-    void waitForAppend(store.timers, POLL_MS, watch, halt.signal).then(() => (done = true));
-    await turns();
-    store.timers.advance(99);
-    await turns();
-    expect(done).toBe(false);
-    store.timers.advance(1);
-    await turns();
-    expect(done).toBe(true);
-    // The watch was cancelled: its store wait ended with the poll.
-    await expect(watch.woken).resolves.toBe(false);
-    expect(getEventListeners(halt.signal, 'abort')).toHaveLength(0);
-  });
-
-  it('a notification ends it at once', async () => {
-    const store = new Store();
-    const watch = watchAppends(store.wait, 's', POLL_MS);
-    let done = false;
-    void waitForAppend(store.timers, POLL_MS, watch, new AbortController().signal).then(() => (done = true));
-    await turns();
-    store.notify();
-    await turns();
-    expect(done).toBe(true);
-  });
-
-  it('a halt ends it at once; without notifications only the poll does', async () => {
-    const store = new Store();
-    const halt = new AbortController();
-    let done = false;
-    void waitForAppend(store.timers, POLL_MS, watchAppends(null, 's', POLL_MS), halt.signal).then(() => (done = true));
-    await turns();
-    halt.abort();
-    await turns();
-    expect(done).toBe(true);
-    expect(getEventListeners(halt.signal, 'abort')).toHaveLength(0);
   });
 });

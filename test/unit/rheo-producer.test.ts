@@ -281,7 +281,8 @@ describe('RheoProducer demand', () => {
     source.waitForAppend = (_stream: string, ms: number) => new Promise<boolean>((resolve, reject) => waits.push({ ms, resolve, reject }));
     const producer = source.producer();
     producer.read(0);
-    expect(waits.map((w) => w.ms)).toEqual([2 * POLL_MS]); // listening before the fetch
+    // Listening before the fetch, for twice the longest idle wait (maxPollMs, 5 × pollMs by default).
+    expect(waits.map((w) => w.ms)).toEqual([2 * 5 * POLL_MS]);
     source.answer([]);
     await turns();
     expect(source.fetches).toHaveLength(1);
