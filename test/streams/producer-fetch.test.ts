@@ -93,6 +93,42 @@ for (const factory of backendFactories) {
       expect([retried.event.sequence, retried.attempt]).toEqual([1, 2]);
     });
 
+    it('a nack that failed bounds no wait: its retry is not due then', async () => {
+      const { faulty, timers } = fx();
+      await fx().append(1);
+      // The lease outlives the test: nothing becomes claimable again.
+      const producer = fx().producer({ pollMs: 1000, maxPollMs: 8000, leaseMs: 60_000 });
+      const lease = await readOne<Lease>(producer);
+      faulty.fail('settle', 'stale_lease', { times: 1 });
+      await producer.nack(lease, 'later', { delayMs: 5000 }).catch(() => undefined);
+      const waits: number[] = [];
+      for (let fetches = 2; fetches <= 4; fetches++) {
+        await nextEventLoopUntil(() => faulty.calls.fetch === fetches - 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
+        const [wait] = timers.pendingDelays({ keepAlive: true });
+        waits.push(wait!);
+        timers.advance(wait!);
+      }
+      expect(waits).toEqual([1000, 2000, 4000]);
+    });
+
+    it('an ack or a reject bounds no wait', async () => {
+      const { faulty, timers } = fx();
+      await fx().append(2);
+      const producer = fx().producer({ pollMs: 1000, maxPollMs: 8000 });
+      const first = await readOne<Lease>(producer);
+      const second = await readOne<Lease>(producer);
+      await producer.ack(first);
+      await producer.reject(second, 'bad');
+      const waits: number[] = [];
+      for (let fetches = 2; fetches <= 4; fetches++) {
+        await nextEventLoopUntil(() => faulty.calls.fetch === fetches - 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
+        const [wait] = timers.pendingDelays({ keepAlive: true });
+        waits.push(wait!);
+        timers.advance(wait!);
+      }
+      expect(waits).toEqual([1000, 2000, 4000]);
+    });
+
     it('maxPollMs equal to pollMs keeps every idle wait at pollMs; below it is refused', async () => {
       const { faulty, timers } = fx();
       const producer = fx().producer({ pollMs: 1000, maxPollMs: 1000 });
