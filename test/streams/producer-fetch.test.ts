@@ -3,6 +3,7 @@ import type { Lease } from '../../src/core/types.js';
 import type { FetchErrorInfo } from '../../src/producer/producer-options.js';
 import { backendFactories } from '../support/backends.js';
 import { useStreamsFixture } from './support/fixture.js';
+import type { ManualTimers } from './support/manual-timers.js';
 import { nextEvent, readOne } from './support/wait.js';
 
 for (const factory of backendFactories) {
@@ -75,18 +76,11 @@ for (const factory of backendFactories) {
     });
 
     it('never backs off past the due time of a retry it nacked', async () => {
-      const { faulty, timers } = fx();
       await fx().append(1);
       const producer = fx().producer({ pollMs: 1000, maxPollMs: 8000 });
       const lease = await readOne<Lease>(producer);
       await producer.nack(lease, 'later', { delayMs: 5000 });
-      const waits: number[] = [];
-      for (let fetches = 2; fetches <= 4; fetches++) {
-        await nextEventLoopUntil(() => faulty.calls.fetch === fetches - 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
-        const [wait] = timers.pendingDelays({ keepAlive: true });
-        waits.push(wait!);
-        timers.advance(wait!);
-      }
+      const waits = await idleWaits(fx(), 1, 3);
       // 1000 after the claim, 2000 after an empty poll, then 2000 to the retry's due time (not 4000).
       expect(waits).toEqual([1000, 2000, 2000]);
       const retried = await readOne<Lease>(producer);
@@ -94,55 +88,53 @@ for (const factory of backendFactories) {
     });
 
     it('a nack that failed bounds no wait: its retry is not due then', async () => {
-      const { faulty, timers } = fx();
+      const { faulty } = fx();
       await fx().append(1);
       // The lease outlives the test: nothing becomes claimable again.
       const producer = fx().producer({ pollMs: 1000, maxPollMs: 8000, leaseMs: 60_000 });
       const lease = await readOne<Lease>(producer);
       faulty.fail('settle', 'stale_lease', { times: 1 });
       await producer.nack(lease, 'later', { delayMs: 5000 }).catch(() => undefined);
-      const waits: number[] = [];
-      for (let fetches = 2; fetches <= 4; fetches++) {
-        await nextEventLoopUntil(() => faulty.calls.fetch === fetches - 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
-        const [wait] = timers.pendingDelays({ keepAlive: true });
-        waits.push(wait!);
-        timers.advance(wait!);
-      }
+      const waits = await idleWaits(fx(), 1, 3);
       expect(waits).toEqual([1000, 2000, 4000]);
     });
 
     it('an ack or a reject bounds no wait', async () => {
-      const { faulty, timers } = fx();
       await fx().append(2);
       const producer = fx().producer({ pollMs: 1000, maxPollMs: 8000 });
       const first = await readOne<Lease>(producer);
       const second = await readOne<Lease>(producer);
       await producer.ack(first);
       await producer.reject(second, 'bad');
-      const waits: number[] = [];
-      for (let fetches = 2; fetches <= 4; fetches++) {
-        await nextEventLoopUntil(() => faulty.calls.fetch === fetches - 1 && timers.pendingDelays({ keepAlive: true }).length === 1);
-        const [wait] = timers.pendingDelays({ keepAlive: true });
-        waits.push(wait!);
-        timers.advance(wait!);
-      }
+      const waits = await idleWaits(fx(), 1, 3);
       expect(waits).toEqual([1000, 2000, 4000]);
     });
 
     it('maxPollMs equal to pollMs keeps every idle wait at pollMs; below it is refused', async () => {
-      const { faulty, timers } = fx();
       const producer = fx().producer({ pollMs: 1000, maxPollMs: 1000 });
       producer.read(0);
-      for (let fetches = 1; fetches <= 3; fetches++) {
-        await nextEventLoopUntil(() => faulty.calls.fetch === fetches && timers.pendingDelays({ keepAlive: true }).length === 1);
-        expect(timers.pendingDelays({ keepAlive: true })).toEqual([1000]);
-        timers.advance(1000);
-      }
+      expect(await idleWaits(fx(), 1, 3)).toEqual([1000, 1000, 1000]);
       expect(() => fx().producer({ pollMs: 1000, maxPollMs: 999 })).toThrow(/maxPollMs/);
       expect(producer.maxPollMs).toBe(1000);
       expect(fx().producer({ pollMs: 300 }).maxPollMs).toBe(1500);
     });
   });
+}
+
+/**
+ * The producer's next `count` idle waits, from the one after fetch `after`:
+ * each read off the manual timers once that fetch is answered, then waited out.
+ */
+async function idleWaits(fixture: { faulty: { calls: { fetch: number } }; timers: ManualTimers }, after: number, count: number): Promise<number[]> {
+  const { faulty, timers } = fixture;
+  const waits: number[] = [];
+  for (let fetch = after; fetch < after + count; fetch++) {
+    await nextEventLoopUntil(() => faulty.calls.fetch === fetch && timers.pendingDelays({ keepAlive: true }).length === 1);
+    const [wait] = timers.pendingDelays({ keepAlive: true });
+    waits.push(wait!);
+    timers.advance(wait!);
+  }
+  return waits;
 }
 
 async function nextEventLoopUntil(condition: () => boolean): Promise<void> {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { AppendListener, type AppendWaitFn } from '../../src/runtime/append-wait.js';
 import { ManualTimers } from '../streams/support/manual-timers.js';
-import { turns } from '../support/turns.js';
+import { isSettled, turns } from '../support/turns.js';
 
 /*
  * The idle wait of the consumers' loops on its own: a scripted store wait
@@ -97,12 +97,10 @@ describe('AppendListener', () => {
     const appends = listener(store);
     await waited(store, appends);
     await waited(store, appends);
-    let done = false;
-    void appends.idle().then(() => (done = true));
+    const idle = appends.idle();
     await turns();
     store.notify();
-    await turns();
-    expect(done).toBe(true);
+    expect(await isSettled(idle)).toBe(true);
     expect(await waited(store, appends)).toBe(100);
     expect(await waited(store, appends)).toBe(200);
   });
@@ -197,15 +195,10 @@ describe('AppendListener', () => {
     const appends = listener(store, halt);
     for (let i = 0; i < 3; i++) await waited(store, appends);
     expect(getEventListeners(halt.signal, 'abort')).toHaveLength(1); // the store wait still out
-    let done = false;
-    void appends.idle().then(() => (done = true));
+    const idle = appends.idle();
     await turns();
     halt.abort();
-    await turns();
-    expect(done).toBe(true);
-    let again = false;
-    void appends.idle().then(() => (again = true));
-    await turns();
-    expect(again).toBe(true);
+    expect(await isSettled(idle)).toBe(true);
+    expect(await isSettled(appends.idle())).toBe(true);
   });
 });
