@@ -4,11 +4,42 @@ import { RheoError } from '../../src/core/errors.js';
 import { memoryBackend } from '../../src/backends/memory/memory-backend.js';
 import { startThrowawayRedis } from '../../scripts/throwaway-redis.js';
 import { KeyLayout } from '../../src/backends/redis/keys.js';
-import { redisBackend } from '../../src/backends/redis/redis-backend.js';
-import { createRheo } from '../../src/rheo.js';
+import { redisBackend, type RedisBackend } from '../../src/backends/redis/redis-backend.js';
+import { createRheo, type Rheo } from '../../src/rheo.js';
 import { ownRedisBackend, uniquePrefix, useRedis } from '../support/redis.js';
 
 const redis = useRedis('single');
+
+/**
+ * A writer and a second backend on its prefix, as two processes would have,
+ * with stream `s`; the reader's subscription is in place once an append has
+ * woken one of its waits (its first PSUBSCRIBE may reach Redis after the
+ * first PUBLISH).
+ */
+async function pubSubPair(): Promise<{ writer: Rheo; reader: RedisBackend; close(): Promise<void> }> {
+  const prefix = uniquePrefix();
+  const writer = createRheo({ backend: redisBackend({ url: redis().urls[0]! }, { prefix }) });
+  const reader = redisBackend({ url: redis().urls[0]! }, { prefix });
+  const close = async (): Promise<void> => {
+    await writer.close();
+    await reader.close();
+  };
+  try {
+    await writer.migrate();
+    await writer.createStream('s');
+    let subscribed = false;
+    for (let i = 0; i < 40 && !subscribed; i++) {
+      const wait = reader.waitForAppend('s', 250);
+      await writer.append('s', { payload: 'ping' });
+      subscribed = await wait;
+    }
+    expect(subscribed).toBe(true);
+    return { writer, reader, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
 
 async function codeOf(promise: Promise<unknown>): Promise<string> {
   try {
@@ -111,18 +142,9 @@ describe('redis backend: scripts, time and wakeups', () => {
   });
 
   it('an append through one backend wakes waitForAppend on another (pub/sub, as between processes)', async () => {
-    const prefix = uniquePrefix();
-    const writer = createRheo({ backend: redisBackend({ url: redis().urls[0]! }, { prefix }) });
-    const reader = redisBackend({ url: redis().urls[0]! }, { prefix });
+    const { writer, reader, close } = await pubSubPair();
     try {
-      await writer.migrate();
-      await writer.createStream('s');
       expect(reader.capabilities.notifications).toBe(true);
-      // The first wait opens the subscription; wait until it is up.
-      const first = reader.waitForAppend('s', 50);
-      await first;
-      const deadline = Date.now() + 10_000;
-      while (!reader.listening && Date.now() < deadline) await new Promise((r) => setImmediate(r));
       expect(reader.listening).toBe(true);
       const woken = reader.waitForAppend('s', 30_000);
       await writer.append('s', { payload: 1 });
@@ -133,8 +155,111 @@ describe('redis backend: scripts, time and wakeups', () => {
       await writer.append('other', { payload: 1 });
       expect(await quiet).toBe(false);
     } finally {
-      await writer.close();
-      await reader.close();
+      await close();
+    }
+  });
+});
+
+describe('redis backend: the append wake-up on one server', () => {
+  /** Watches the server with MONITOR: every command that names `prefix`, with whether a script ran it. */
+  async function watch(prefix: string): Promise<{ seen: Array<[string, 'script' | 'client']>; until(pred: () => boolean): Promise<void>; stop(): void }> {
+    const client = new Redis(redis().urls[0]!);
+    const monitor = await client.monitor();
+    const seen: Array<[string, 'script' | 'client']> = [];
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (args.some((a) => a.includes(prefix))) seen.push([args[0]!.toLowerCase(), source === 'lua' ? 'script' : 'client']);
+    });
+    return {
+      seen,
+      until: async (pred) => {
+        const deadline = Date.now() + 10_000;
+        while (!pred() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      },
+      stop: () => {
+        monitor.disconnect();
+        client.disconnect();
+      },
+    };
+  }
+  const topLevel = (seen: Array<[string, 'script' | 'client']>) => seen.filter(([, source]) => source === 'client').map(([command]) => command);
+
+  it('publishes once per append call, from the appender after its scripts, never from inside one', async () => {
+    const prefix = uniquePrefix();
+    const rheo = createRheo({ backend: redisBackend({ url: redis().urls[0]! }, { prefix }) });
+    try {
+      await rheo.migrate();
+      await rheo.createStream('s', { partitions: 4 });
+      // Loads the script and caches the stream, so the calls watched send the appends alone.
+      await rheo.append('s', { payload: 'first' });
+      const monitor = await watch(prefix);
+      try {
+        await rheo.appendBatch('s', Array.from({ length: 8 }, (_, i) => ({ payload: i, partition: i % 4 })));
+        await monitor.until(() => topLevel(monitor.seen).includes('publish'));
+        expect(topLevel(monitor.seen)).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha', 'publish']);
+        monitor.seen.length = 0;
+        await rheo.append('s', { payload: 'one' });
+        await monitor.until(() => topLevel(monitor.seen).includes('publish'));
+        expect(topLevel(monitor.seen)).toEqual(['evalsha', 'publish']);
+        expect(monitor.seen.filter(([command, source]) => command === 'publish' && source === 'script')).toEqual([]);
+        // A call whose every event is already stored writes nothing and wakes nobody.
+        monitor.seen.length = 0;
+        await rheo.append('s', { id: 'dup', payload: 1 });
+        await monitor.until(() => topLevel(monitor.seen).includes('publish'));
+        monitor.seen.length = 0;
+        await rheo.append('s', { id: 'dup', payload: 1 });
+        await rheo.append('s', { payload: 'marker' });
+        await monitor.until(() => topLevel(monitor.seen).includes('publish'));
+        expect(topLevel(monitor.seen).filter((c) => c === 'publish')).toHaveLength(1);
+      } finally {
+        monitor.stop();
+      }
+    } finally {
+      await rheo.close();
+    }
+  });
+
+  it('publishes again after a script the server had lost, which ran after the first PUBLISH', async () => {
+    const prefix = uniquePrefix();
+    const rheo = createRheo({ backend: redisBackend({ url: redis().urls[0]! }, { prefix }) });
+    const admin = new Redis(redis().urls[0]!);
+    try {
+      await rheo.migrate();
+      await rheo.createStream('s');
+      await rheo.append('s', { payload: 0 });
+      const monitor = await watch(prefix);
+      try {
+        await admin.script('FLUSH');
+        await rheo.append('s', { payload: 1 });
+        await monitor.until(() => topLevel(monitor.seen).filter((c) => c === 'publish').length >= 2);
+        expect(topLevel(monitor.seen)).toEqual(['evalsha', 'publish', 'eval', 'publish']);
+      } finally {
+        monitor.stop();
+      }
+      expect((await rheo.read('s', { limit: 10 })).map((e) => e.payload)).toEqual([0, 1]);
+    } finally {
+      admin.disconnect();
+      await rheo.close();
+    }
+  });
+
+  it('the subscribers hear of an append before the appender has its answer', async () => {
+    const { writer, reader, close } = await pubSubPair();
+    try {
+      const order: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const woken = reader.waitForAppend('s', 30_000).then(() => order.push('woken'));
+        await writer.append('s', { payload: i }).then(() => order.push('answered'));
+        await woken;
+      }
+      // Redis writes to the subscriber first; the two sockets' data could
+      // still, rarely, be read the other way round (loopback delivery on two
+      // CPUs), so one reversal of five is let through. Publishing from inside
+      // the script answered the appender first every time.
+      const pairs = Array.from({ length: 5 }, (_, i) => order.slice(2 * i, 2 * i + 2).join(' '));
+      expect(pairs.every((p) => p === 'woken answered' || p === 'answered woken')).toBe(true);
+      expect(pairs.filter((p) => p === 'woken answered').length).toBeGreaterThanOrEqual(4);
+    } finally {
+      await close();
     }
   });
 });

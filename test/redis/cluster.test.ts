@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { createRheo } from '../../src/rheo.js';
-import { makeRedisTestBackend, ownRedisBackend, useRedis } from '../support/redis.js';
+import { makeRedisTestBackend, ownRedisBackend, uniquePrefix, useRedis } from '../support/redis.js';
 
 const cluster = useRedis('cluster');
 
@@ -53,5 +53,33 @@ describe('redis cluster: key layout', () => {
     expect((await rheo.ackMany(leases)).every((r) => r.ok)).toBe(true);
     expect((await rheo.lag('s', 'g')).lag).toBe(0);
     await rheo.close();
+  });
+
+  // On one server the appender publishes after its scripts (log.ts); on a
+  // cluster the PUBLISH could reach another node before the partition's node
+  // ran the script, so each script publishes from its own node.
+  it('an append through one backend wakes waitForAppend on another, and its event is there when it wakes', async () => {
+    const prefix = uniquePrefix();
+    const writer = createRheo({ backend: ownRedisBackend(cluster(), { prefix }) });
+    const reader = ownRedisBackend(cluster(), { prefix });
+    const readerRheo = createRheo({ backend: reader });
+    await writer.migrate();
+    await writer.createStream('s', { partitions: 4 });
+    // The subscription is in place once an append wakes a wait (the first
+    // PSUBSCRIBE may reach its node after the first PUBLISH).
+    let subscribed = false;
+    for (let i = 0; i < 40 && !subscribed; i++) {
+      const wait = reader.waitForAppend('s', 250);
+      await writer.append('s', { payload: 'ping', partition: 0 });
+      subscribed = await wait;
+    }
+    expect(subscribed).toBe(true);
+    for (let p = 1; p < 4; p++) {
+      const seen = reader.waitForAppend('s', 10_000).then(async (woken) => [woken, (await readerRheo.read('s', { partition: p })).length]);
+      await writer.append('s', { payload: p, partition: p });
+      expect(await seen).toEqual([true, 1]);
+    }
+    await writer.close();
+    await readerRheo.close();
   });
 });

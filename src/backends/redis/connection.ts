@@ -188,6 +188,12 @@ export function checkConnection(connection: unknown): RedisConnection {
 /** Runs scripts by EVALSHA; a server that lost its script cache (restart, failover, SCRIPT FLUSH) gets the source once. */
 export class ScriptRunner {
   readonly #shas = new Map<LuaScript, string>();
+  #reloads = 0;
+
+  /** How many times a script's source was sent after NOSCRIPT. */
+  get reloads(): number {
+    return this.#reloads;
+  }
 
   sha(script: LuaScript): string {
     let sha = this.#shas.get(script);
@@ -205,6 +211,7 @@ export class ScriptRunner {
         return await client.call('evalsha', this.sha(script), keys.length, ...keys, ...args);
       } catch (error) {
         if (!isNoScript(error)) throw error;
+        this.#reloads++;
         // EVAL runs the script and caches it under the same sha on that server.
         return await client.call('eval', script.source, keys.length, ...keys, ...args);
       }

@@ -1,8 +1,9 @@
 import type { RedisClientLike } from './connection.js';
 
 /**
- * Wakes idle producers on append. The append script PUBLISHes once per call
- * on the stream's channel; one dedicated subscriber connection (a duplicate
+ * Wakes idle producers on append. Each append call PUBLISHes on the stream's
+ * channel (on one server once per call, after its scripts; on a cluster from
+ * each partition's script: log.ts); one dedicated subscriber connection (a duplicate
  * of the command client, opened on the first wait) PSUBSCRIBEs to every
  * stream of the prefix. A lost message, or a subscriber that is down,
  * only costs latency: callers still poll.

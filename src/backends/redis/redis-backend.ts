@@ -103,14 +103,15 @@ export class RedisBackend implements Backend {
     if (clock !== undefined && (clock === null || typeof clock.now !== 'function')) {
       throw invalidArgument('redisBackend clock must have a now() method returning epoch milliseconds');
     }
+    const cluster = checked.nodes !== undefined || (connection.client as { isCluster?: unknown } | undefined)?.isCluster === true;
     const store = new RedisStore({
       connection: checked,
       keys: new KeyLayout(this.prefix),
       clock: clock ?? null,
       notify: options.notify ?? connection.notify ?? true,
+      cluster,
     });
     this.#store = store;
-    const cluster = checked.nodes !== undefined || (connection.client as { isCluster?: unknown } | undefined)?.isCluster === true;
     this.capabilities = Object.freeze({
       durable: true,
       distributed: true,

@@ -29,6 +29,8 @@ export interface RedisStoreOptions {
   clock: Clock | null;
   /** Publish once per append call so `waitForAppend` wakes promptly. */
   notify: boolean;
+  /** A Redis Cluster: its commands go to several nodes, each over its own connection. */
+  cluster: boolean;
 }
 
 /** The part of a socket a burst uses. */
@@ -48,6 +50,7 @@ export class RedisStore {
   readonly keys: KeyLayout;
   readonly clock: Clock | null;
   readonly notify: boolean;
+  readonly cluster: boolean;
   /** The pub/sub side: who waits for appends, on a connection of its own. */
   readonly waiters: AppendWaiters;
   readonly #connection: RedisConnection;
@@ -72,6 +75,7 @@ export class RedisStore {
     this.keys = options.keys;
     this.clock = options.clock;
     this.notify = options.notify;
+    this.cluster = options.cluster;
     this.waiters = new AppendWaiters(
       async () => {
         const sub = (await this.ready()).duplicate();
@@ -167,17 +171,37 @@ export class RedisStore {
     }
   }
 
-  async command(args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {
-    const client = await this.#clientFor(ctx);
-    if (this.#closed) throw new RheoError('closed', 'the redis backend is closed');
+  /**
+   * Sends one command. Once the client is there, `command` and `run` hand
+   * their command to it before they return, so commands leave in the order
+   * of the calls: an append's PUBLISH goes after its scripts (log.ts).
+   */
+  command(args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {
+    const client = this.#connected;
+    if (client === null || this.#closed) return this.#clientFor(ctx).then((c) => this.#command(c, args, ctx));
+    return this.#command(client, args, ctx);
+  }
+
+  run(script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+    const client = this.#connected;
+    if (client === null || this.#closed) return this.#clientFor(ctx).then((c) => this.#run(c, script, keys, args, ctx));
+    return this.#run(client, script, keys, args, ctx);
+  }
+
+  /** How many scripts had to be sent again (a server that lost its script cache); see ScriptRunner. */
+  get scriptReloads(): number {
+    return this.#scripts.reloads;
+  }
+
+  #command(client: RedisClientLike, args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
     const reply = this.#scripts.command(client, args, ctx);
     this.#issued();
     return reply;
   }
 
-  async run(script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
-    const client = await this.#clientFor(ctx);
-    if (this.#closed) throw new RheoError('closed', 'the redis backend is closed');
+  #run(client: RedisClientLike, script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
     const reply = this.#scripts.run(client, script, keys, args, ctx);
     this.#issued();
     return reply;

@@ -3,7 +3,9 @@ import type { LuaScript } from './script.js';
 /* The log's script: appends. */
 
 /**
- * KEYS: log, meta, ids. ARGV[1]: pub/sub channel ('' for none); ARGV[2]: the
+ * KEYS: log, meta, ids. ARGV[1]: pub/sub channel to PUBLISH on when the
+ * script wrote an event ('' for none: on one server the backend publishes
+ * after the scripts instead, log.ts); ARGV[2]: the
  * stream's incarnation ('' for a stream created before incarnations); then per
  * event: id, check ('1' when the caller gave the id), timestamp ms, size,
  * event JSON. Allocating the sequence (HINCRBY-free: hw is read, bumped and
