@@ -63,23 +63,26 @@ describe('redis cluster: key layout', () => {
     const writer = createRheo({ backend: ownRedisBackend(cluster(), { prefix }) });
     const reader = ownRedisBackend(cluster(), { prefix });
     const readerRheo = createRheo({ backend: reader });
-    await writer.migrate();
-    await writer.createStream('s', { partitions: 4 });
-    // The subscription is in place once an append wakes a wait (the first
-    // PSUBSCRIBE may reach its node after the first PUBLISH).
-    let subscribed = false;
-    for (let i = 0; i < 40 && !subscribed; i++) {
-      const wait = reader.waitForAppend('s', 250);
-      await writer.append('s', { payload: 'ping', partition: 0 });
-      subscribed = await wait;
+    try {
+      await writer.migrate();
+      await writer.createStream('s', { partitions: 4 });
+      // The subscription is in place once an append wakes a wait (the first
+      // PSUBSCRIBE may reach its node after the first PUBLISH).
+      let subscribed = false;
+      for (let i = 0; i < 40 && !subscribed; i++) {
+        const wait = reader.waitForAppend('s', 250);
+        await writer.append('s', { payload: 'ping', partition: 0 });
+        subscribed = await wait;
+      }
+      expect(subscribed).toBe(true);
+      for (let p = 1; p < 4; p++) {
+        const seen = reader.waitForAppend('s', 10_000).then(async (woken) => [woken, (await readerRheo.read('s', { partition: p })).length]);
+        await writer.append('s', { payload: p, partition: p });
+        expect(await seen).toEqual([true, 1]);
+      }
+    } finally {
+      await writer.close();
+      await readerRheo.close();
     }
-    expect(subscribed).toBe(true);
-    for (let p = 1; p < 4; p++) {
-      const seen = reader.waitForAppend('s', 10_000).then(async (woken) => [woken, (await readerRheo.read('s', { partition: p })).length]);
-      await writer.append('s', { payload: p, partition: p });
-      expect(await seen).toEqual([true, 1]);
-    }
-    await writer.close();
-    await readerRheo.close();
   });
 });
