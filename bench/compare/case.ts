@@ -121,6 +121,10 @@ if (caseId === 'fill') {
   process.exit(0);
 }
 const spec = caseSpec!;
+if (spec.mode === 'latency' || spec.mode === 'latency-partitions') {
+  process.stderr.write(`${caseId} is a latency case: compare.ts runs it through latency.ts, both builds at once\n`);
+  process.exit(2);
+}
 
 /** Appends as `fill` does, timed, into a new stream of the case's partitions (no group, nothing drained). */
 async function appendRun(label: string): Promise<Measured> {

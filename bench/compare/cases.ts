@@ -1,4 +1,4 @@
-/** The cases `npm run bench:compare` knows; each drains a pre-filled stream once per run. */
+/** The cases `npm run bench:compare` knows; each drains a pre-filled stream once per run, but the latency cases (see `latency`). */
 export const COMPARE_CASES = {
   /** `rheo.consume`, competing consumers, on a 1-partition stream. */
   'consume-1': { backend: 'postgres', mode: 'consume', partitions: 1, maxDemand: 500, concurrency: 50 },
@@ -22,10 +22,35 @@ export const COMPARE_CASES = {
   'redis-consume-8': { backend: 'redis', mode: 'consume', partitions: 8, maxDemand: 500, concurrency: 50 },
   /** `append-1` on Redis. */
   'redis-append-1': { backend: 'redis', mode: 'append', partitions: 1, maxDemand: 0, concurrency: 0 },
+  /**
+   * Idle append → handler start, p50 in ms, `rheo.consume` (concurrency 1,
+   * maxDemand 10) woken by NOTIFY: both builds in one process, appends
+   * alternating between them one by one (latency.ts).
+   */
+  latency: { backend: 'postgres', mode: 'latency', partitions: 1, maxDemand: 10, concurrency: 1 },
+  /** The same with `assignment: 'partitions'`. */
+  'latency-partitions': { backend: 'postgres', mode: 'latency-partitions', partitions: 1, maxDemand: 10, concurrency: 1 },
+  /** `latency` on Redis, woken by pub/sub. */
+  'redis-latency': { backend: 'redis', mode: 'latency', partitions: 1, maxDemand: 10, concurrency: 1 },
+  /** `latency-partitions` on Redis. */
+  'redis-latency-partitions': { backend: 'redis', mode: 'latency-partitions', partitions: 1, maxDemand: 10, concurrency: 1 },
 } as const satisfies Record<
   string,
-  { backend: 'postgres' | 'redis'; mode: 'consume' | 'partitions' | 'producer' | 'append'; partitions: number; maxDemand: number; concurrency: number; telemetry?: boolean }
+  {
+    backend: 'postgres' | 'redis';
+    mode: 'consume' | 'partitions' | 'producer' | 'append' | 'latency' | 'latency-partitions';
+    partitions: number;
+    maxDemand: number;
+    concurrency: number;
+    telemetry?: boolean;
+  }
 >;
 
 export type CompareCaseId = keyof typeof COMPARE_CASES;
 export type CompareBackend = (typeof COMPARE_CASES)[CompareCaseId]['backend'];
+
+/** Whether a case measures idle latency (latency.ts) rather than a drain or an append run (case.ts). */
+export function isLatencyCase(id: CompareCaseId): boolean {
+  const mode = COMPARE_CASES[id].mode;
+  return mode === 'latency' || mode === 'latency-partitions';
+}

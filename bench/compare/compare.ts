@@ -11,7 +11,11 @@
  * Prints, per case, the median drain rate and client CPU per event of each
  * build and their ratios (head / base). Interleaving spreads a shared
  * machine's noise over both builds; client CPU per event is the steadier figure.
- * Defaults: every case, 20000 events, 3 rounds. Both builds are bundled
+ * The latency cases run both builds in one process instead, an idle
+ * consumer each, with single appends alternating between them one by one
+ * (latency.ts, `--appends` per build and round), and print the p50 of append
+ * call → handler start.
+ * Defaults: every case, 20000 events, 300 appends, 3 rounds. Both builds are bundled
  * with tsup first and run from their bundles, as users run them;
  * RHEO_COMPARE_SOURCE=1 runs their sources through tsx instead (whose
  * keepNames adds a __name() call to every closure created, which the bundle
@@ -25,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { startThrowawayPostgres } from '../../scripts/throwaway-postgres.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwaway-redis.js';
 import { pgAccess } from '../lib/context.js';
-import { COMPARE_CASES, type CompareBackend, type CompareCaseId } from './cases.js';
+import { COMPARE_CASES, isLatencyCase, type CompareBackend, type CompareCaseId } from './cases.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const headRoot = resolve(here, '../..');
@@ -34,6 +38,7 @@ interface Args {
   ref: string;
   cases: CompareCaseId[];
   events: number;
+  appends: number;
   rounds: number;
 }
 
@@ -41,33 +46,36 @@ function parseArgs(argv: string[]): Args {
   let ref: string | null = null;
   let cases = Object.keys(COMPARE_CASES) as CompareCaseId[];
   let events = 20_000;
+  let appends = 300;
   let rounds = 3;
   for (const arg of argv) {
     if (arg.startsWith('--cases=')) {
       cases = arg.slice('--cases='.length).split(',').filter(Boolean) as CompareCaseId[];
       for (const c of cases) if (!(c in COMPARE_CASES)) throw new Error(`unknown case ${c}; known: ${Object.keys(COMPARE_CASES).join(', ')}`);
     } else if (arg.startsWith('--events=')) events = Number(arg.slice('--events='.length));
+    else if (arg.startsWith('--appends=')) appends = Number(arg.slice('--appends='.length));
     else if (arg.startsWith('--rounds=')) rounds = Number(arg.slice('--rounds='.length));
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write(`usage: npm run bench:compare -- <git ref> [--cases=${Object.keys(COMPARE_CASES).join(',')}] [--events=N] [--rounds=R]\n`);
+      process.stdout.write(`usage: npm run bench:compare -- <git ref> [--cases=${Object.keys(COMPARE_CASES).join(',')}] [--events=N] [--appends=N] [--rounds=R]\n`);
       process.exit(0);
     } else if (!arg.startsWith('--') && ref === null) ref = arg;
     else throw new Error(`unknown argument ${arg}`);
   }
   if (ref === null) throw new Error('give the git ref to compare against, e.g. npm run bench:compare -- main');
   if (!(Number.isInteger(events) && events >= 100)) throw new Error('--events must be an integer of at least 100');
+  if (!(Number.isInteger(appends) && appends > 20)) throw new Error('--appends must be an integer above 20 (the first 20 of each build warm up)');
   if (!(Number.isInteger(rounds) && rounds >= 1)) throw new Error('--rounds must be a positive integer');
-  return { ref, cases, events, rounds };
+  return { ref, cases, events, appends, rounds };
 }
 
 /**
- * Runs `case.ts` in a child against `root`; resolves with its last stdout
- * line. `--expose-gc` lets the case collect the warm-up's garbage before it
- * starts its clocks.
+ * Runs `case.ts` in a child against `root` (or `latency.ts` against both
+ * roots); resolves with its last stdout line. `--expose-gc` lets the case
+ * collect the warm-up's garbage before it starts its clocks.
  */
-function child(root: string, args: string[]): Promise<string> {
+function child(root: string, args: string[], script = 'case.ts'): Promise<string> {
   return new Promise((resolvePromise, reject) => {
-    const proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', join(here, 'case.ts'), root, ...args], {
+    const proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', join(here, script), root, ...args], {
       cwd: headRoot,
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -148,6 +156,7 @@ async function main(): Promise<void> {
     const filled = new Set<string>();
     for (const b of builds) {
       for (const c of args.cases) {
+        if (isLatencyCase(c)) continue;
         const { backend, partitions } = COMPARE_CASES[c];
         if (filled.has(`${b.name}/${backend}/${partitions}`)) continue;
         filled.add(`${b.name}/${backend}/${partitions}`);
@@ -156,8 +165,18 @@ async function main(): Promise<void> {
     }
     process.stderr.write(`base ${args.ref} (${commit.slice(0, 9)}) against this tree; ${args.events} events, ${args.rounds} round(s)\n`);
     const results = new Map<string, Array<{ rate: number; cpuUs: number; serverUs: number | null }>>();
+    const latencies = new Map<CompareCaseId, Array<{ base: number; head: number }>>();
     for (let round = 0; round < args.rounds; round++) {
       for (const c of args.cases) {
+        if (isLatencyCase(c)) {
+          const backend = COMPARE_CASES[c].backend;
+          const [base, head] = builds;
+          const line = await child(base!.root, [head!.root, c, base!.urls[backend], head!.urls[backend], String(args.appends)], 'latency.ts');
+          const sample = JSON.parse(line) as { base: number; head: number };
+          latencies.set(c, [...(latencies.get(c) ?? []), sample]);
+          process.stderr.write(`  round ${round + 1} ${c}: p50 base ${sample.base.toFixed(3)} ms, head ${sample.head.toFixed(3)} ms\n`);
+          continue;
+        }
         // Alternate which build goes first, so neither always runs on a warmer cluster.
         const order = round % 2 === 0 ? builds : [...builds].reverse();
         for (const b of order) {
@@ -173,6 +192,7 @@ async function main(): Promise<void> {
     }
     const rows = [['case', 'base events/s', 'head events/s', 'rate ratio', 'base µs/event', 'head µs/event', 'CPU ratio', 'base store µs/event', 'head store µs/event', 'store CPU ratio']];
     for (const c of args.cases) {
+      if (isLatencyCase(c)) continue;
       const base = results.get(`${c}/base`)!;
       const head = results.get(`${c}/head`)!;
       const [br, hr] = [median(base.map((s) => s.rate)), median(head.map((s) => s.rate))];
@@ -181,11 +201,26 @@ async function main(): Promise<void> {
       const [bs, hs] = [server(base), server(head)];
       rows.push([c, String(Math.round(br)), String(Math.round(hr)), `${(hr / br).toFixed(2)}×`, bc.toFixed(1), hc.toFixed(1), `${(hc / bc).toFixed(2)}×`, bs.toFixed(1), hs.toFixed(1), `${(hs / bs).toFixed(2)}×`]);
     }
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-    for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ')}\n`);
+    printTable(rows);
+    if (latencies.size > 0) {
+      // Per round, both builds' p50 over the same moments; the ratio is the median of the rounds' ratios.
+      const table = [['latency case', 'base p50 ms', 'head p50 ms', 'ratio', 'rounds (base → head)']];
+      for (const [c, samples] of latencies) {
+        const ratio = median(samples.map((s) => s.head / s.base));
+        const rounds = samples.map((s) => `${s.base.toFixed(2)} → ${s.head.toFixed(2)}`).join(', ');
+        table.push([c, median(samples.map((s) => s.base)).toFixed(3), median(samples.map((s) => s.head)).toFixed(3), `${ratio.toFixed(2)}×`, rounds]);
+      }
+      printTable(table);
+    }
   } finally {
     cleanup();
   }
+}
+
+function printTable(rows: string[][]): void {
+  if (rows.length < 2) return;
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  for (const row of rows) process.stdout.write(`${row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ')}\n`);
 }
 
 main().catch((error: unknown) => {
