@@ -337,6 +337,8 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('Redis consume ≥ 0.5× the raw Lua-fenced XREADGROUP + XACK drain', REDIS, REDIS_CASES.consumeRatio, 0.5);
   ratio('Redis appendBatch ≥ 0.5× raw pipelined XADD', REDIS, REDIS_CASES.appendRatio, 0.5);
   ratio('Redis consume ≥ 3× BullMQ (its best concurrency)', REDIS, REDIS_CASES.vsBullmq, 3);
+  ratio('Redis consume on 8 partitions ≥ 0.5× the raw Lua-fenced drain', REDIS, REDIS_CASES.consume8Ratio, 0.5);
+  ratio('Redis consume on 8 partitions ≥ 3× BullMQ (its best concurrency)', REDIS, REDIS_CASES.vsBullmq8, 3);
   below('Redis idle latency p50 below BullMQ’s (competing)', REDIS, REDIS_CASES.latency, REDIS_CASES.bullmqLatency);
   below('Redis idle latency p50 below BullMQ’s (partition mode)', REDIS, REDIS_CASES.latencyPartitions, REDIS_CASES.bullmqLatency);
   ratio('appendBatch ≥ 0.5× raw multi-row INSERT', APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 0.5);

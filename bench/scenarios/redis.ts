@@ -41,6 +41,8 @@ export const REDIS_CASES = {
   consume8: `rheo redis rheo.consume, 8 partitions (maxDemand ${REDIS_SETTING.maxDemand}, concurrency ${REDIS_SETTING.concurrency})`,
   consume8ClientCpu: 'rheo redis rheo.consume, 8 partitions: client CPU per event',
   spread: 'rheo redis rheo.consume on 8 partitions ÷ on 1',
+  consume8Ratio: 'rheo redis consume, 8 partitions ÷ raw fenced drain',
+  vsBullmq8: 'rheo redis consume, 8 partitions ÷ BullMQ best drain',
   idleCpu: 'rheo redis idle consumer CPU (% of one core, 2 s)',
   idleCpuPartitions: 'rheo redis idle partition-mode consumer CPU (% of one core, 2 s)',
 } as const;
@@ -150,6 +152,7 @@ export async function redisScenario(ctx: BenchContext): Promise<void> {
         };
         for (const drain of run % 2 === 0 ? [drainOne, drainEight] : [drainEight, drainOne]) await drain();
         ctx.record(REDIS, REDIS_CASES.spread, 'x', consume8Rate / consumeRate);
+        ctx.record(REDIS, REDIS_CASES.consume8Ratio, 'x', consume8Rate / rawDrainRate);
 
         // Idle latency.
         const samples = ctx.size(200, 40);
@@ -181,6 +184,7 @@ export async function redisScenario(ctx: BenchContext): Promise<void> {
         ctx.record(REDIS, REDIS_CASES.bullmqBest, 'jobs/s', best.rate);
         ctx.record(REDIS, REDIS_CASES.bullmqCpu, 'µs', best.cpu);
         ctx.record(REDIS, REDIS_CASES.vsBullmq, 'x', consumeRate / best.rate);
+        ctx.record(REDIS, REDIS_CASES.vsBullmq8, 'x', consume8Rate / best.rate);
         ctx.record(REDIS, REDIS_CASES.bullmqLatency, 'ms', await bullmqLatency(url, `bench-lat-${run}`, samples));
       } finally {
         await rheo.close();
