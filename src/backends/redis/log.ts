@@ -72,9 +72,11 @@ export class RedisLog implements LogStore, NotificationStore {
    * between the two builds, the handler started 0.08–0.18 ms sooner at the
    * median (docs/performance.md). It also publishes once per call where the
    * scripts published once per partition. The PUBLISH goes out even when
-   * every script fails (a wake-up that finds nothing costs a waiter one
-   * fetch), and again after the scripts when one of them had to be sent
-   * again after NOSCRIPT: that one ran after the PUBLISH. On a cluster the
+   * every script fails or finds its events stored already (a wake-up that
+   * finds nothing costs a waiter one fetch); only a call answered whole by
+   * the id lookup above sends none. It goes out again after the scripts
+   * when one of them had to be sent again after NOSCRIPT: that one ran
+   * after the PUBLISH. On a cluster the
    * PUBLISH would go to some other node, which could run it before the
    * partition's node runs the script, so there the scripts still publish.
    */

@@ -12,6 +12,20 @@ import type { StreamCatalogEntry } from './retention.js';
 
 /** A first connection (a cluster's included: slots discovered) that takes longer fails with backend_unavailable. */
 const CONNECT_TIMEOUT_MS = 10_000;
+
+/** Connects `client` (connectReady), giving up after CONNECT_TIMEOUT_MS. */
+async function connectWithin(client: RedisClientLike): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`connect timed out after ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([connectReady(client), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** close() waits this long for QUIT before dropping the socket. */
 const QUIT_TIMEOUT_MS = 2_000;
 
@@ -80,7 +94,17 @@ export class RedisStore {
       async () => {
         const sub = (await this.ready()).duplicate();
         sub.on('error', () => {});
-        if (sub.status === 'wait') await sub.connect();
+        // A Cluster's duplicate connects as its original does (connectReady):
+        // its first connect() may never settle though it gets ready, and a
+        // subscriber stuck there would leave every wait to its poll.
+        if (sub.status === 'wait') {
+          try {
+            await connectWithin(sub);
+          } catch (error) {
+            sub.disconnect();
+            throw error;
+          }
+        }
         return sub;
       },
       this.keys.appendPattern,
@@ -131,15 +155,7 @@ export class RedisStore {
       client.on('error', () => {});
       this.#owned = client;
       try {
-        let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`connect timed out after ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
-        });
-        try {
-          await Promise.race([connectReady(client), timeout]);
-        } finally {
-          clearTimeout(timer);
-        }
+        await connectWithin(client);
       } catch (error) {
         this.#owned = null;
         client.disconnect();
