@@ -6,8 +6,9 @@
  */
 import { Queue, Worker, type ConnectionOptions } from 'bullmq';
 
-import { median, now, rate, sleep, waitUntil } from './stats.js';
-import { inChunks, latencyGapMs, payload, EVENT_TYPE } from './workload.js';
+import { interleavedLatency, type LatencySubject } from './interleaved-latency.js';
+import { now, rate, sleep, waitUntil } from './stats.js';
+import { inChunks, payload, EVENT_TYPE } from './workload.js';
 
 /** Worker concurrencies tried; the report keeps each and the best. */
 export const BULLMQ_CONCURRENCIES = [10, 50, 200] as const;
@@ -79,6 +80,17 @@ export async function bullmqDrain(
 
 /** One idle Worker (concurrency 1); p50 of add() call → processor start over `samples` jobs. */
 export async function bullmqLatency(url: string, name: string, samples: number): Promise<number> {
+  const subject = await bullmqLatencySubject(url, name);
+  try {
+    const [p50] = await interleavedLatency([subject], samples);
+    return p50!;
+  } finally {
+    await subject.stop();
+  }
+}
+
+/** A BullMQ Worker (concurrency 1) blocked on an empty queue, for `interleavedLatency`: `send` adds one job. */
+export async function bullmqLatencySubject(url: string, name: string): Promise<LatencySubject> {
   const queue = new Queue(name, { connection: connection(url) });
   const latencies: number[] = [];
   const worker = new Worker<{ at: number }>(
@@ -89,19 +101,25 @@ export async function bullmqLatency(url: string, name: string, samples: number):
     { connection: connection(url), concurrency: 1 },
   );
   worker.on('error', () => undefined);
+  const stop = async (): Promise<void> => {
+    await worker.close();
+    await queue.obliterate({ force: true }).catch(() => undefined);
+    await queue.close();
+  };
   try {
     await worker.waitUntilReady();
     // Let the worker reach its blocking wait first.
     await sleep(300);
-    for (let i = 0; i < samples; i++) {
-      await queue.add('lat', { at: now() }, { removeOnComplete: true });
-      await waitUntil('bullmq wake', () => latencies.length > i, 10_000, 1);
-      await sleep(latencyGapMs(i));
-    }
-    return median(latencies);
-  } finally {
-    await worker.close();
-    await queue.obliterate({ force: true }).catch(() => undefined);
-    await queue.close();
+  } catch (error) {
+    await stop();
+    throw error;
   }
+  return {
+    name: 'BullMQ',
+    latencies,
+    send: async (at) => {
+      await queue.add('lat', { at }, { removeOnComplete: true });
+    },
+    stop,
+  };
 }

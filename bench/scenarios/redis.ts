@@ -3,7 +3,8 @@ import { Redis } from 'ioredis';
 import { redisBackend } from '../../src/redis.js';
 import { createRheo, type Rheo } from '../../src/index.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwaway-redis.js';
-import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency } from '../lib/bullmq.js';
+import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency, bullmqLatencySubject } from '../lib/bullmq.js';
+import { interleavedLatency, type LatencySubject } from '../lib/interleaved-latency.js';
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
 import { fill, idleConsumer, type ConsumeMode } from '../lib/rheo-setup.js';
@@ -36,6 +37,9 @@ export const REDIS_CASES = {
   bullmqBest: 'BullMQ drain, best concurrency',
   bullmqCpu: 'BullMQ drain at its best concurrency: Redis CPU per job',
   bullmqLatency: 'BullMQ idle add → processor p50 (Worker concurrency 1)',
+  latencyTurns: 'rheo redis idle append → handler p50 (competing), in turns with partition mode and BullMQ',
+  latencyPartitionsTurns: 'rheo redis idle append → handler p50 (partition mode), in turns with competing and BullMQ',
+  bullmqLatencyTurns: 'BullMQ idle add → processor p50, in turns with both rheo modes',
   vsBullmq: 'rheo redis consume ÷ BullMQ best drain',
   consumeClientCpu: 'rheo redis rheo.consume: client CPU per event',
   consume8: `rheo redis rheo.consume, 8 partitions (maxDemand ${REDIS_SETTING.maxDemand}, concurrency ${REDIS_SETTING.concurrency})`,
@@ -186,6 +190,10 @@ export async function redisScenario(ctx: BenchContext): Promise<void> {
         ctx.record(REDIS, REDIS_CASES.vsBullmq, 'x', consumeRate / best.rate);
         ctx.record(REDIS, REDIS_CASES.vsBullmq8, 'x', consume8Rate / best.rate);
         ctx.record(REDIS, REDIS_CASES.bullmqLatency, 'ms', await bullmqLatency(url, `bench-lat-${run}`, samples));
+        const turns = await latencyInTurns(url, run, samples);
+        ctx.record(REDIS, REDIS_CASES.latencyTurns, 'ms', turns.competing);
+        ctx.record(REDIS, REDIS_CASES.latencyPartitionsTurns, 'ms', turns.partitions);
+        ctx.record(REDIS, REDIS_CASES.bullmqLatencyTurns, 'ms', turns.bullmq);
       } finally {
         await rheo.close();
       }
@@ -334,20 +342,55 @@ async function separateLatency(url: string, prefix: string, stream: string, mode
 
 /** `samples` single appends through `appender`, each to an idle consumer on `rheo`; p50 of append call → handler start. */
 async function idleLatency(rheo: Rheo, appender: Rheo, stream: string, mode: ConsumeMode, samples: number): Promise<{ p50: number; idleCpu: number }> {
+  const subject = await rheoSubject(rheo, appender, stream, mode);
+  try {
+    const idleCpu = await idleCpuPercent(2_000);
+    const [p50] = await interleavedLatency([subject], samples);
+    return { p50: p50!, idleCpu };
+  } finally {
+    await subject.stop();
+  }
+}
+
+/** An idle consumer of a new `stream` on `rheo`, for `interleavedLatency`: `send` appends one event through `appender`. */
+async function rheoSubject(rheo: Rheo, appender: Rheo, stream: string, mode: ConsumeMode): Promise<LatencySubject> {
   await rheo.createStream(stream);
   await rheo.createGroup(stream, 'g');
   const latencies: number[] = [];
   const consumer = await idleConsumer<{ at: number }>(rheo, stream, mode, (event) => {
     latencies.push(now() - event.payload.at);
   });
-  const idleCpu = await idleCpuPercent(2_000);
-  for (let i = 0; i < samples; i++) {
-    await appender.append(stream, { payload: { at: now() } });
-    await waitUntil('rheo wake', () => latencies.length > i, 10_000, 1);
-    await sleep(latencyGapMs(i));
+  return {
+    name: `rheo ${mode}`,
+    latencies,
+    send: async (at) => {
+      await appender.append(stream, { payload: { at } });
+    },
+    stop: () => consumer.stop(),
+  };
+}
+
+/**
+ * Idle latency of both consumption modes and BullMQ's in turns
+ * (`interleavedLatency`): the targets compare these, as every system sees
+ * the same moments of the machine. Each rheo consumer has a rheo instance of
+ * its own and appends go through another, as in `separateLatency`.
+ */
+async function latencyInTurns(url: string, run: number, samples: number): Promise<{ competing: number; partitions: number; bullmq: number }> {
+  const prefix = `bench-turns${run}`;
+  const instances = [0, 1, 2].map(() => createRheo({ backend: redisBackend({ url }, { prefix }) }));
+  const [appender, competingRheo, ownedRheo] = instances as [Rheo, Rheo, Rheo];
+  const subjects: LatencySubject[] = [];
+  try {
+    subjects.push(await rheoSubject(competingRheo, appender, `turns-${run}`, 'competing'));
+    subjects.push(await rheoSubject(ownedRheo, appender, `turns-owned-${run}`, 'partitions'));
+    subjects.push(await bullmqLatencySubject(url, `bench-turns-${run}`));
+    const [competing, partitions, bullmq] = await interleavedLatency(subjects, samples);
+    return { competing: competing!, partitions: partitions!, bullmq: bullmq! };
+  } finally {
+    for (const subject of subjects) await subject.stop();
+    for (const rheo of instances) await rheo.close();
   }
-  await consumer.stop();
-  return { p50: median(latencies), idleCpu };
 }
 
 function cpuMicros(usage: NodeJS.CpuUsage): number {
