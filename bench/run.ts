@@ -373,8 +373,9 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('partition mode, 1 process ≥ 0.7× raw log ceiling', PARTITIONS, PARTITION_DERIVED.oneVsRaw, 0.7);
   ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);
   ratio('competing mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, 1.6);
-  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, competing)', LATENCY, `${LATENCY_CASES.notify} p50`, `${LATENCY_CASES.graphile} p50`);
-  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, partition mode)', LATENCY, `${LATENCY_CASES.partitions} p50`, `${LATENCY_CASES.graphile} p50`);
+  // Measured in turns with graphile-worker (scenarios/latency.ts latencyInTurns).
+  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, competing, in turns)', LATENCY, `${LATENCY_CASES.notifyTurns} p50`, `${LATENCY_CASES.graphileTurns} p50`);
+  below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, partition mode, in turns)', LATENCY, `${LATENCY_CASES.partitionsTurns} p50`, `${LATENCY_CASES.graphileTurns} p50`);
   ratio('competing mode on an 8-partition backlog ≥ 2× graphile-worker', PARTITIONS, PARTITION_DERIVED.competingVsGraphile, 2);
   ratio('competing mode on 8 partitions ≥ 0.9× on 1 (PostgreSQL, maxDemand 500)', CONSUME, CONSUME_DERIVED.spread('postgres', WIDE_SETTING), 0.9);
   ratio('competing mode on 8 partitions ≥ 0.9× on 1 (Redis)', REDIS, REDIS_CASES.spread, 0.9);

@@ -4,6 +4,7 @@ import { Logger, makeWorkerUtils, run, type Runner, type WorkerEvents } from 'gr
 import pg from 'pg';
 import PgBoss from 'pg-boss';
 
+import type { LatencySubject } from './interleaved-latency.js';
 import { now, sleep, waitUntil } from './stats.js';
 import { inChunks, latencyGapMs, payload } from './workload.js';
 
@@ -126,43 +127,77 @@ export async function graphileDrain(connectionString: string, jobs: number): Pro
  * new jobs, so this is its notification path). Returns one sample per job, ms.
  */
 export async function graphileLatency(connectionString: string, count: number): Promise<number[]> {
-  await graphileMigrate(connectionString);
   const sentAt = new Map<number, number>();
   const samples: number[] = [];
+  const idle = await idleGraphile(connectionString, (p) => {
+    const at = now();
+    const sent = sentAt.get((p as { n: number }).n);
+    if (sent !== undefined) samples.push(at - sent);
+  });
+  try {
+    for (let i = 0; i < count; i++) {
+      sentAt.set(i, now());
+      await idle.runner.addJob('ping', { n: i });
+      await sleep(latencyGapMs(i));
+    }
+    await waitUntil('graphile-worker latency handlers', () => samples.length >= count, 30_000);
+    return samples;
+  } finally {
+    await idle.stop();
+  }
+}
+
+/** An idle graphile-worker (its fast settings) for `interleavedLatency`: `send` adds one `ping` job. */
+export async function graphileLatencySubject(connectionString: string): Promise<LatencySubject> {
+  const latencies: number[] = [];
+  const idle = await idleGraphile(connectionString, (p) => {
+    latencies.push(now() - (p as { at: number }).at);
+  });
+  return {
+    name: 'graphile-worker',
+    latencies,
+    send: async (at) => {
+      await idle.runner.addJob('ping', { at });
+    },
+    stop: idle.stop,
+  };
+}
+
+/** graphile-worker at its fast settings with one task, `ping`, started and given 200 ms to reach its LISTEN. */
+async function idleGraphile(connectionString: string, ping: (payload: unknown) => void): Promise<{ runner: Runner; stop(): Promise<void> }> {
+  await graphileMigrate(connectionString);
   // A pool of the bench's own, ended here: the scenario drops the database
   // WITH (FORCE) right after, and a connection the server terminated while
   // graphile-worker's own pool was ending came up as an unhandled 'error'
   // that ended the bench (once, on 2026-12-03).
   const pgPool = new pg.Pool({ connectionString, max: GRAPHILE_FAST.maxPoolSize });
   pgPool.on('error', () => undefined);
-  const runner = await run({
-    pgPool,
-    concurrency: GRAPHILE_FAST.concurrency,
-    noHandleSignals: true,
-    logger: quietLogger,
-    taskList: {
-      ping: async (p) => {
-        const at = now();
-        const n = (p as { n: number }).n;
-        const sent = sentAt.get(n);
-        if (sent !== undefined) samples.push(at - sent);
-      },
-    },
-    preset: { worker: { localQueue: { size: GRAPHILE_FAST.localQueueSize }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
-  });
+  let runner: Runner;
   try {
-    await sleep(200);
-    for (let i = 0; i < count; i++) {
-      sentAt.set(i, now());
-      await runner.addJob('ping', { n: i });
-      await sleep(latencyGapMs(i));
-    }
-    await waitUntil('graphile-worker latency handlers', () => samples.length >= count, 30_000);
-    return samples;
-  } finally {
-    await runner.stop();
+    runner = await run({
+      pgPool,
+      concurrency: GRAPHILE_FAST.concurrency,
+      noHandleSignals: true,
+      logger: quietLogger,
+      taskList: {
+        ping: async (p) => {
+          ping(p);
+        },
+      },
+      preset: { worker: { localQueue: { size: GRAPHILE_FAST.localQueueSize }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+    });
+  } catch (error) {
     await pgPool.end();
+    throw error;
   }
+  await sleep(200);
+  return {
+    runner,
+    stop: async () => {
+      await runner.stop();
+      await pgPool.end();
+    },
+  };
 }
 
 /**

@@ -3,7 +3,8 @@ import type { ConsumeOptions } from '../../src/consumer/consumer-types.js';
 import type { JsonValue, RheoEvent } from '../../src/core/types.js';
 import { createRheo, type Rheo, type RheoDefaults } from '../../src/index.js';
 import { postgresBackend } from '../../src/postgres.js';
-import { sleep, waitUntil } from './stats.js';
+import type { LatencySubject } from './interleaved-latency.js';
+import { now, sleep, waitUntil } from './stats.js';
 import { inChunks, payload, EVENT_TYPE } from './workload.js';
 
 export type BackendKind = 'memory' | 'postgres';
@@ -76,4 +77,22 @@ export async function idleConsumer<T extends JsonValue>(
   await waitUntil(`${stream} partition owned`, () => consumer.stats().owned.length > 0, 30_000, 5);
   await sleep(300);
   return consumer;
+}
+
+/** An idle consumer of a new `stream` on `rheo` (`idleConsumer`), for `interleavedLatency`: `send` appends one event through `appender`. */
+export async function idleConsumerSubject(rheo: Rheo, appender: Rheo, stream: string, mode: ConsumeMode): Promise<LatencySubject> {
+  await rheo.createStream(stream);
+  await rheo.createGroup(stream, 'g');
+  const latencies: number[] = [];
+  const consumer = await idleConsumer<{ at: number }>(rheo, stream, mode, (event) => {
+    latencies.push(now() - event.payload.at);
+  });
+  return {
+    name: `rheo ${mode}`,
+    latencies,
+    send: async (at) => {
+      await appender.append(stream, { type: EVENT_TYPE, payload: { at } });
+    },
+    stop: () => consumer.stop(),
+  };
 }

@@ -1,7 +1,9 @@
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
-import { graphileLatency, pgBossLatency } from '../lib/peers.js';
-import { idleConsumer, openRheo, type BackendKind, type ConsumeMode } from '../lib/rheo-setup.js';
+import { interleavedLatency, type LatencySubject } from '../lib/interleaved-latency.js';
+import { graphileLatency, graphileLatencySubject, pgBossLatency } from '../lib/peers.js';
+import type { Rheo } from '../../src/index.js';
+import { idleConsumer, idleConsumerSubject, openRheo, type BackendKind, type ConsumeMode } from '../lib/rheo-setup.js';
 import { now, percentile, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, latencyGapMs } from '../lib/workload.js';
 
@@ -14,6 +16,9 @@ export const LATENCY_CASES = {
   memory: 'rheo memory',
   graphile: 'graphile-worker (LISTEN/NOTIFY)',
   pgBoss: 'pg-boss (polling 0.5 s, its minimum)',
+  notifyTurns: 'rheo postgres, notifications, in turns with partition mode and graphile-worker',
+  partitionsTurns: 'rheo postgres, partition mode, in turns with competing and graphile-worker',
+  graphileTurns: 'graphile-worker, in turns with both rheo modes',
 } as const;
 
 /**
@@ -38,6 +43,18 @@ export async function latencyScenario(ctx: BenchContext): Promise<void> {
       recordPercentiles(ctx, LATENCY_CASES.graphile, await graphileLatency(graphileUrl, count));
     } finally {
       await ctx.pg.dropDatabase('rheo_bench_latency_graphile');
+    }
+    // The targets compare these: one system after the other, the machine drifted between cases by more than the difference.
+    const turnsUrl = await ctx.pg.createDatabase('rheo_bench_latency_turns');
+    const turnsGraphileUrl = await ctx.pg.createDatabase('rheo_bench_latency_turns_graphile');
+    try {
+      const [competing, partitions, graphile] = await latencyInTurns(turnsUrl, turnsGraphileUrl, count);
+      ctx.record(LATENCY, `${LATENCY_CASES.notifyTurns} p50`, 'ms', competing!);
+      ctx.record(LATENCY, `${LATENCY_CASES.partitionsTurns} p50`, 'ms', partitions!);
+      ctx.record(LATENCY, `${LATENCY_CASES.graphileTurns} p50`, 'ms', graphile!);
+    } finally {
+      await ctx.pg.dropDatabase('rheo_bench_latency_turns');
+      await ctx.pg.dropDatabase('rheo_bench_latency_turns_graphile');
     }
     const bossUrl = await ctx.pg.createDatabase('rheo_bench_latency_pgboss');
     try {
@@ -102,5 +119,28 @@ async function rheoLatency(
   } finally {
     if (appender !== rheo) await appender.close();
     await rheo.close();
+  }
+}
+
+/**
+ * Idle append → handler p50 of both consumption modes and graphile-worker's
+ * in turns (`interleavedLatency`), rheo and graphile-worker each in a
+ * database of its own on the same server. Each rheo consumer has a rheo
+ * instance (and pool) of its own, and appends go through another, as in
+ * `rheoLatency`.
+ */
+async function latencyInTurns(rheoUrl: string, graphileUrl: string, samples: number): Promise<number[]> {
+  const instances: Rheo[] = [];
+  const subjects: LatencySubject[] = [];
+  try {
+    for (let i = 0; i < 3; i++) instances.push(await openRheo('postgres', { url: rheoUrl, notify: true }));
+    const [appender, competingRheo, ownedRheo] = instances as [Rheo, Rheo, Rheo];
+    subjects.push(await idleConsumerSubject(competingRheo, appender, 'turns-competing', 'competing'));
+    subjects.push(await idleConsumerSubject(ownedRheo, appender, 'turns-partitions', 'partitions'));
+    subjects.push(await graphileLatencySubject(graphileUrl));
+    return await interleavedLatency(subjects, samples);
+  } finally {
+    for (const subject of subjects) await subject.stop();
+    for (const rheo of instances) await rheo.close();
   }
 }

@@ -7,7 +7,7 @@ import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency, bullmqLatencySubject 
 import { interleavedLatency, type LatencySubject } from '../lib/interleaved-latency.js';
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
-import { fill, idleConsumer, type ConsumeMode } from '../lib/rheo-setup.js';
+import { fill, idleConsumerSubject, type ConsumeMode } from '../lib/rheo-setup.js';
 import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, inChunks, latencyGapMs, payload } from '../lib/workload.js';
 import { drainWithConsume } from './consume.js';
@@ -342,7 +342,7 @@ async function separateLatency(url: string, prefix: string, stream: string, mode
 
 /** `samples` single appends through `appender`, each to an idle consumer on `rheo`; p50 of append call → handler start. */
 async function idleLatency(rheo: Rheo, appender: Rheo, stream: string, mode: ConsumeMode, samples: number): Promise<{ p50: number; idleCpu: number }> {
-  const subject = await rheoSubject(rheo, appender, stream, mode);
+  const subject = await idleConsumerSubject(rheo, appender, stream, mode);
   try {
     const idleCpu = await idleCpuPercent(2_000);
     const [p50] = await interleavedLatency([subject], samples);
@@ -352,23 +352,6 @@ async function idleLatency(rheo: Rheo, appender: Rheo, stream: string, mode: Con
   }
 }
 
-/** An idle consumer of a new `stream` on `rheo`, for `interleavedLatency`: `send` appends one event through `appender`. */
-async function rheoSubject(rheo: Rheo, appender: Rheo, stream: string, mode: ConsumeMode): Promise<LatencySubject> {
-  await rheo.createStream(stream);
-  await rheo.createGroup(stream, 'g');
-  const latencies: number[] = [];
-  const consumer = await idleConsumer<{ at: number }>(rheo, stream, mode, (event) => {
-    latencies.push(now() - event.payload.at);
-  });
-  return {
-    name: `rheo ${mode}`,
-    latencies,
-    send: async (at) => {
-      await appender.append(stream, { payload: { at } });
-    },
-    stop: () => consumer.stop(),
-  };
-}
 
 /**
  * Idle latency of both consumption modes and BullMQ's in turns
@@ -382,8 +365,8 @@ async function latencyInTurns(url: string, run: number, samples: number): Promis
   const [appender, competingRheo, ownedRheo] = instances as [Rheo, Rheo, Rheo];
   const subjects: LatencySubject[] = [];
   try {
-    subjects.push(await rheoSubject(competingRheo, appender, `turns-${run}`, 'competing'));
-    subjects.push(await rheoSubject(ownedRheo, appender, `turns-owned-${run}`, 'partitions'));
+    subjects.push(await idleConsumerSubject(competingRheo, appender, `turns-${run}`, 'competing'));
+    subjects.push(await idleConsumerSubject(ownedRheo, appender, `turns-owned-${run}`, 'partitions'));
     subjects.push(await bullmqLatencySubject(url, `bench-turns-${run}`));
     const [competing, partitions, bullmq] = await interleavedLatency(subjects, samples);
     return { competing: competing!, partitions: partitions!, bullmq: bullmq! };
