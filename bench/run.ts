@@ -339,7 +339,7 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('Redis consume ≥ 3× BullMQ (its best concurrency)', REDIS, REDIS_CASES.vsBullmq, 3);
   ratio('Redis consume on 8 partitions ≥ 0.5× the raw Lua-fenced drain', REDIS, REDIS_CASES.consume8Ratio, 0.5);
   ratio('Redis consume on 8 partitions ≥ 3× BullMQ (its best concurrency)', REDIS, REDIS_CASES.vsBullmq8, 3);
-  // Measured in turns with BullMQ (scenarios/redis.ts latencyInTurns), not one after the other.
+  // Measured in turns with BullMQ (lib/rheo-setup.ts modesInTurnsWith), not one after the other.
   below('Redis idle latency p50 below BullMQ’s (competing, in turns)', REDIS, REDIS_CASES.latencyTurns, REDIS_CASES.bullmqLatencyTurns);
   below('Redis idle latency p50 below BullMQ’s (partition mode, in turns)', REDIS, REDIS_CASES.latencyPartitionsTurns, REDIS_CASES.bullmqLatencyTurns);
   ratio('appendBatch ≥ 0.5× raw multi-row INSERT', APPEND, 'rheo postgres appendBatch(100) ÷ raw multi-row INSERT(100)', 0.5);
@@ -373,7 +373,7 @@ function checkTargets(ctx: BenchContext): TargetCheck[] {
   ratio('partition mode, 1 process ≥ 0.7× raw log ceiling', PARTITIONS, PARTITION_DERIVED.oneVsRaw, 0.7);
   ratio('partition mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.twoVsOne, 1.6);
   ratio('competing mode, 2 processes ≥ 1.6× 1 process', PARTITIONS, PARTITION_DERIVED.competingTwoVsOne, 1.6);
-  // Measured in turns with graphile-worker (scenarios/latency.ts latencyInTurns).
+  // Measured in turns with graphile-worker (lib/rheo-setup.ts modesInTurnsWith).
   below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, competing, in turns)', LATENCY, `${LATENCY_CASES.notifyTurns} p50`, `${LATENCY_CASES.graphileTurns} p50`);
   below('idle latency append → handler p50 below graphile-worker’s (PostgreSQL, partition mode, in turns)', LATENCY, `${LATENCY_CASES.partitionsTurns} p50`, `${LATENCY_CASES.graphileTurns} p50`);
   ratio('competing mode on an 8-partition backlog ≥ 2× graphile-worker', PARTITIONS, PARTITION_DERIVED.competingVsGraphile, 2);

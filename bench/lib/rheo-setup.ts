@@ -3,7 +3,7 @@ import type { ConsumeOptions } from '../../src/consumer/consumer-types.js';
 import type { JsonValue, RheoEvent } from '../../src/core/types.js';
 import { createRheo, type Rheo, type RheoDefaults } from '../../src/index.js';
 import { postgresBackend } from '../../src/postgres.js';
-import type { LatencySubject } from './interleaved-latency.js';
+import { interleavedLatency, type LatencySubject } from './interleaved-latency.js';
 import { now, sleep, waitUntil } from './stats.js';
 import { inChunks, payload, EVENT_TYPE } from './workload.js';
 
@@ -95,4 +95,33 @@ export async function idleConsumerSubject(rheo: Rheo, appender: Rheo, stream: st
     },
     stop: () => consumer.stop(),
   };
+}
+
+/**
+ * Idle append → handler p50 of both consumption modes and of a peer, in
+ * turns (`interleavedLatency`): each rheo consumer on an instance of its own
+ * (`open`), appends through a third, so a consumer learns of an append only
+ * through the backend's notifications. Streams `${name}-competing` and
+ * `${name}-partitions`. Stops and closes everything it started.
+ */
+export async function modesInTurnsWith(
+  open: () => Promise<Rheo>,
+  name: string,
+  peer: () => Promise<LatencySubject>,
+  samples: number,
+): Promise<{ competing: number; partitions: number; peer: number }> {
+  const instances: Rheo[] = [];
+  const subjects: LatencySubject[] = [];
+  try {
+    for (let i = 0; i < 3; i++) instances.push(await open());
+    const [appender, competingRheo, ownedRheo] = instances as [Rheo, Rheo, Rheo];
+    subjects.push(await idleConsumerSubject(competingRheo, appender, `${name}-competing`, 'competing'));
+    subjects.push(await idleConsumerSubject(ownedRheo, appender, `${name}-partitions`, 'partitions'));
+    subjects.push(await peer());
+    const [competing, partitions, theirs] = await interleavedLatency(subjects, samples);
+    return { competing: competing!, partitions: partitions!, peer: theirs! };
+  } finally {
+    for (const subject of subjects) await subject.stop();
+    for (const rheo of instances) await rheo.close();
+  }
 }

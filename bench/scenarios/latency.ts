@@ -1,9 +1,7 @@
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
-import { interleavedLatency, type LatencySubject } from '../lib/interleaved-latency.js';
 import { graphileLatency, graphileLatencySubject, pgBossLatency } from '../lib/peers.js';
-import type { Rheo } from '../../src/index.js';
-import { idleConsumer, idleConsumerSubject, openRheo, type BackendKind, type ConsumeMode } from '../lib/rheo-setup.js';
+import { idleConsumer, modesInTurnsWith, openRheo, type BackendKind, type ConsumeMode } from '../lib/rheo-setup.js';
 import { now, percentile, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, latencyGapMs } from '../lib/workload.js';
 
@@ -48,10 +46,16 @@ export async function latencyScenario(ctx: BenchContext): Promise<void> {
     const turnsUrl = await ctx.pg.createDatabase('rheo_bench_latency_turns');
     const turnsGraphileUrl = await ctx.pg.createDatabase('rheo_bench_latency_turns_graphile');
     try {
-      const [competing, partitions, graphile] = await latencyInTurns(turnsUrl, turnsGraphileUrl, count);
-      ctx.record(LATENCY, `${LATENCY_CASES.notifyTurns} p50`, 'ms', competing!);
-      ctx.record(LATENCY, `${LATENCY_CASES.partitionsTurns} p50`, 'ms', partitions!);
-      ctx.record(LATENCY, `${LATENCY_CASES.graphileTurns} p50`, 'ms', graphile!);
+      // rheo and graphile-worker each in a database of its own on the same server.
+      const turns = await modesInTurnsWith(
+        () => openRheo('postgres', { url: turnsUrl, notify: true }),
+        'turns',
+        () => graphileLatencySubject(turnsGraphileUrl),
+        count,
+      );
+      ctx.record(LATENCY, `${LATENCY_CASES.notifyTurns} p50`, 'ms', turns.competing);
+      ctx.record(LATENCY, `${LATENCY_CASES.partitionsTurns} p50`, 'ms', turns.partitions);
+      ctx.record(LATENCY, `${LATENCY_CASES.graphileTurns} p50`, 'ms', turns.peer);
     } finally {
       await ctx.pg.dropDatabase('rheo_bench_latency_turns');
       await ctx.pg.dropDatabase('rheo_bench_latency_turns_graphile');
@@ -119,28 +123,5 @@ async function rheoLatency(
   } finally {
     if (appender !== rheo) await appender.close();
     await rheo.close();
-  }
-}
-
-/**
- * Idle append → handler p50 of both consumption modes and graphile-worker's
- * in turns (`interleavedLatency`), rheo and graphile-worker each in a
- * database of its own on the same server. Each rheo consumer has a rheo
- * instance (and pool) of its own, and appends go through another, as in
- * `rheoLatency`.
- */
-async function latencyInTurns(rheoUrl: string, graphileUrl: string, samples: number): Promise<number[]> {
-  const instances: Rheo[] = [];
-  const subjects: LatencySubject[] = [];
-  try {
-    for (let i = 0; i < 3; i++) instances.push(await openRheo('postgres', { url: rheoUrl, notify: true }));
-    const [appender, competingRheo, ownedRheo] = instances as [Rheo, Rheo, Rheo];
-    subjects.push(await idleConsumerSubject(competingRheo, appender, 'turns-competing', 'competing'));
-    subjects.push(await idleConsumerSubject(ownedRheo, appender, 'turns-partitions', 'partitions'));
-    subjects.push(await graphileLatencySubject(graphileUrl));
-    return await interleavedLatency(subjects, samples);
-  } finally {
-    for (const subject of subjects) await subject.stop();
-    for (const rheo of instances) await rheo.close();
   }
 }

@@ -4,10 +4,10 @@ import { redisBackend } from '../../src/redis.js';
 import { createRheo, type Rheo } from '../../src/index.js';
 import { startThrowawayRedis, type ThrowawayRedis } from '../../scripts/throwaway-redis.js';
 import { BULLMQ_CONCURRENCIES, bullmqDrain, bullmqLatency, bullmqLatencySubject } from '../lib/bullmq.js';
-import { interleavedLatency, type LatencySubject } from '../lib/interleaved-latency.js';
+import { interleavedLatency } from '../lib/interleaved-latency.js';
 import type { BenchContext } from '../lib/context.js';
 import { idleCpuPercent } from '../lib/cpu.js';
-import { fill, idleConsumerSubject, type ConsumeMode } from '../lib/rheo-setup.js';
+import { fill, idleConsumerSubject, modesInTurnsWith, type ConsumeMode } from '../lib/rheo-setup.js';
 import { median, now, rate, sleep, waitUntil } from '../lib/stats.js';
 import { EVENT_TYPE, inChunks, latencyGapMs, payload } from '../lib/workload.js';
 import { drainWithConsume } from './consume.js';
@@ -190,10 +190,16 @@ export async function redisScenario(ctx: BenchContext): Promise<void> {
         ctx.record(REDIS, REDIS_CASES.vsBullmq, 'x', consumeRate / best.rate);
         ctx.record(REDIS, REDIS_CASES.vsBullmq8, 'x', consume8Rate / best.rate);
         ctx.record(REDIS, REDIS_CASES.bullmqLatency, 'ms', await bullmqLatency(url, `bench-lat-${run}`, samples));
-        const turns = await latencyInTurns(url, run, samples);
+        // The targets compare these: one system after the other, the machine drifted between cases by more than the difference.
+        const turns = await modesInTurnsWith(
+          async () => createRheo({ backend: redisBackend({ url }, { prefix: `bench-turns${run}` }) }),
+          `turns-${run}`,
+          () => bullmqLatencySubject(url, `bench-turns-${run}`),
+          samples,
+        );
         ctx.record(REDIS, REDIS_CASES.latencyTurns, 'ms', turns.competing);
         ctx.record(REDIS, REDIS_CASES.latencyPartitionsTurns, 'ms', turns.partitions);
-        ctx.record(REDIS, REDIS_CASES.bullmqLatencyTurns, 'ms', turns.bullmq);
+        ctx.record(REDIS, REDIS_CASES.bullmqLatencyTurns, 'ms', turns.peer);
       } finally {
         await rheo.close();
       }
@@ -352,29 +358,6 @@ async function idleLatency(rheo: Rheo, appender: Rheo, stream: string, mode: Con
   }
 }
 
-
-/**
- * Idle latency of both consumption modes and BullMQ's in turns
- * (`interleavedLatency`): the targets compare these, as every system sees
- * the same moments of the machine. Each rheo consumer has a rheo instance of
- * its own and appends go through another, as in `separateLatency`.
- */
-async function latencyInTurns(url: string, run: number, samples: number): Promise<{ competing: number; partitions: number; bullmq: number }> {
-  const prefix = `bench-turns${run}`;
-  const instances = [0, 1, 2].map(() => createRheo({ backend: redisBackend({ url }, { prefix }) }));
-  const [appender, competingRheo, ownedRheo] = instances as [Rheo, Rheo, Rheo];
-  const subjects: LatencySubject[] = [];
-  try {
-    subjects.push(await idleConsumerSubject(competingRheo, appender, `turns-${run}`, 'competing'));
-    subjects.push(await idleConsumerSubject(ownedRheo, appender, `turns-owned-${run}`, 'partitions'));
-    subjects.push(await bullmqLatencySubject(url, `bench-turns-${run}`));
-    const [competing, partitions, bullmq] = await interleavedLatency(subjects, samples);
-    return { competing: competing!, partitions: partitions!, bullmq: bullmq! };
-  } finally {
-    for (const subject of subjects) await subject.stop();
-    for (const rheo of instances) await rheo.close();
-  }
-}
 
 function cpuMicros(usage: NodeJS.CpuUsage): number {
   return usage.user + usage.system;
