@@ -184,35 +184,38 @@ describe('redis backend: scripts, time and wakeups', () => {
 });
 
 describe('redis backend: the append wake-up on one server', () => {
-  /** Watches the server with MONITOR: every command that names `prefix`, with whether a script ran it. */
-  async function watch(
-    prefix: string,
-  ): Promise<{ seen: Array<[string, 'script' | 'client']>; until(pred: () => boolean): Promise<void>; settled(): Promise<string[]>; stop(): void }> {
+  type Seen = Array<[string, 'script' | 'client']>;
+  /**
+   * Watches the server with MONITOR: every command that names `prefix`, with
+   * whether a script ran it. MONITOR lists commands in the order the server
+   * ran them, so `settled()` sends a barrier command and waits for it: then
+   * every command the calls before it sent has shown. It returns those seen
+   * since the last `settled()`.
+   */
+  async function watch(prefix: string): Promise<{ settled(): Promise<Seen>; stop(): void }> {
     const client = new Redis(redis().urls[0]!);
     const marker = new Redis(redis().urls[0]!);
     const monitor = await client.monitor();
-    const seen: Array<[string, 'script' | 'client']> = [];
+    let seen: Seen = [];
+    let barrier = '';
+    let barrierSeen = false;
     monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      if (args.some((a) => a.includes(prefix))) seen.push([args[0]!.toLowerCase(), source === 'lua' ? 'script' : 'client']);
+      if (args[1] === barrier) barrierSeen = true;
+      else if (args.some((a) => a.includes(prefix))) seen.push([args[0]!.toLowerCase(), source === 'lua' ? 'script' : 'client']);
     });
     return {
-      seen,
-      until: async (pred) => {
-        const deadline = Date.now() + 10_000;
-        while (!pred() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-      },
-      // MONITOR lists commands in the order the server ran them: once a command
-      // sent now shows, every command the calls before it sent shows too.
-      // Returns the top-level commands seen since `seen` was last emptied, and empties it.
       settled: async () => {
-        const barrier = `${prefix}:barrier:${Math.random()}`;
+        barrier = `${prefix}:barrier:${Math.random()}`;
+        barrierSeen = false;
         await marker.exists(barrier);
         const deadline = Date.now() + 10_000;
-        while (!seen.some(([command]) => command === 'exists')) {
+        while (!barrierSeen) {
           if (Date.now() > deadline) throw new Error('MONITOR never showed the barrier');
           await new Promise((r) => setTimeout(r, 5));
         }
-        return topLevel(seen.splice(0, seen.length)).filter((c) => c !== 'exists');
+        const out = seen;
+        seen = [];
+        return out;
       },
       stop: () => {
         monitor.disconnect();
@@ -221,7 +224,7 @@ describe('redis backend: the append wake-up on one server', () => {
       },
     };
   }
-  const topLevel = (seen: Array<[string, 'script' | 'client']>) => seen.filter(([, source]) => source === 'client').map(([command]) => command);
+  const topLevel = (seen: Seen) => seen.filter(([, source]) => source === 'client').map(([command]) => command);
 
   it('publishes once per append call, from the appender after its scripts, never from inside one', async () => {
     const prefix = uniquePrefix();
@@ -234,20 +237,17 @@ describe('redis backend: the append wake-up on one server', () => {
       const monitor = await watch(prefix);
       try {
         await rheo.appendBatch('s', Array.from({ length: 8 }, (_, i) => ({ payload: i, partition: i % 4 })));
-        await monitor.until(() => topLevel(monitor.seen).includes('publish'));
-        expect(topLevel(monitor.seen)).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha', 'publish']);
-        monitor.seen.length = 0;
+        expect(topLevel(await monitor.settled())).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha', 'publish']);
         await rheo.append('s', { payload: 'one' });
-        await monitor.until(() => topLevel(monitor.seen).includes('publish'));
-        expect(topLevel(monitor.seen)).toEqual(['evalsha', 'publish']);
-        expect(monitor.seen.filter(([command, source]) => command === 'publish' && source === 'script')).toEqual([]);
+        const one = await monitor.settled();
+        expect(topLevel(one)).toEqual(['evalsha', 'publish']);
+        expect(one.filter(([command, source]) => command === 'publish' && source === 'script')).toEqual([]);
         // A call whose events are all stored already, in partitions other than
         // the ones they route to, is answered from the lookup: no script and no
         // PUBLISH. One routed to the partition that holds it runs the script,
         // which finds it there; the PUBLISH is already on its way by then (it
         // leaves with the script), and wakes its waiters for nothing.
-        const writes = async (): Promise<string[]> => (await monitor.settled()).filter((c) => c === 'evalsha' || c === 'publish');
-        await writes();
+        const writes = async (): Promise<string[]> => topLevel(await monitor.settled()).filter((c) => c === 'evalsha' || c === 'publish');
         await rheo.append('s', { id: 'dup', payload: 1, partition: 1 });
         await rheo.append('s', { id: 'routed', payload: 1 });
         expect(await writes()).toEqual(['evalsha', 'publish', 'evalsha', 'publish']);
@@ -275,8 +275,7 @@ describe('redis backend: the append wake-up on one server', () => {
       try {
         await admin.script('FLUSH');
         await rheo.append('s', { payload: 1 });
-        await monitor.until(() => topLevel(monitor.seen).filter((c) => c === 'publish').length >= 2);
-        expect(topLevel(monitor.seen)).toEqual(['evalsha', 'publish', 'eval', 'publish']);
+        expect(topLevel(await monitor.settled())).toEqual(['evalsha', 'publish', 'eval', 'publish']);
       } finally {
         monitor.stop();
       }
