@@ -64,6 +64,8 @@ export class AppendListener {
   #ended: 'woken' | 'timer' | null = null;
   /** Times the loop expects something to become claimable at (`expect`), not yet passed. */
   #expected: number[] = [];
+  /** Ends the idle wait under way, if any, on `halt` (one listener for the loop's life, not one per idle wait). */
+  #onHalt: (() => void) | null = null;
 
   /**
    * `wait`: `null` without notifications (then `idle` is the poll alone);
@@ -89,6 +91,7 @@ export class AppendListener {
     this.#timers = timers;
     this.#halt = halt;
     this.#now = now;
+    halt.addEventListener('abort', () => this.#onHalt?.(), { once: true });
   }
 
   /** Registers the store's wait unless one is out (or ended unseen by an idle wait). A failed wait leaves the rest to the poll timer. */
@@ -148,7 +151,7 @@ export class AppendListener {
       const done = (how: 'woken' | 'timer' | null): void => {
         settled = true;
         timer.cancel();
-        halt.removeEventListener('abort', onHalt);
+        this.#onHalt = null;
         if (how === 'woken') {
           this.#trusted = true;
           this.#idleMs = this.#pollMs;
@@ -156,9 +159,8 @@ export class AppendListener {
         this.#ended = how;
         resolve();
       };
-      const onHalt = (): void => done(null);
       const timer = this.#timers.schedule(ms, () => done(expected ? null : 'timer'));
-      halt.addEventListener('abort', onHalt);
+      this.#onHalt = () => done(null);
       void woken?.then((appended) => {
         // Ended already (its timer, a halt): the store's wait ending is left to the next idle wait, which sees it at once.
         if (settled) return;

@@ -13,7 +13,7 @@ const redis = useRedis('single');
 /**
  * A writer and a second backend on its prefix, as two processes would have,
  * with stream `s`; the reader's subscription is in place once an append has
- * woken one of its waits (its first PSUBSCRIBE may reach Redis after the
+ * woken one of its waits (its first SUBSCRIBE may reach Redis after the
  * first PUBLISH).
  */
 async function pubSubPair(): Promise<{ writer: Rheo; reader: RedisBackend; close(): Promise<void> }> {

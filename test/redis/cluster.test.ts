@@ -67,7 +67,7 @@ describe('redis cluster: key layout', () => {
       await writer.migrate();
       await writer.createStream('s', { partitions: 4 });
       // The subscription is in place once an append wakes a wait (the first
-      // PSUBSCRIBE may reach its node after the first PUBLISH).
+      // SUBSCRIBE may reach its node after the first PUBLISH).
       let subscribed = false;
       for (let i = 0; i < 40 && !subscribed; i++) {
         const wait = reader.waitForAppend('s', 250);

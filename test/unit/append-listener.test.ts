@@ -189,12 +189,13 @@ describe('AppendListener', () => {
     expect(await waited(store, appends)).toBe(100);
   });
 
-  it('resolves at once when halted, and leaves no listener on the halt signal', async () => {
+  it('resolves at once when halted, with one listener of its own on the halt signal however many idle waits it ran', async () => {
     const store = new Store();
     const halt = new AbortController();
     const appends = listener(store, halt);
+    expect(getEventListeners(halt.signal, 'abort')).toHaveLength(1);
     for (let i = 0; i < 3; i++) await waited(store, appends);
-    expect(getEventListeners(halt.signal, 'abort')).toHaveLength(1); // the store wait still out
+    expect(getEventListeners(halt.signal, 'abort')).toHaveLength(2); // its own, and the store wait still out
     const idle = appends.idle();
     await turns();
     halt.abort();

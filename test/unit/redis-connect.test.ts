@@ -40,11 +40,11 @@ describe('connectReady', () => {
 });
 
 describe('the append subscriber of a borrowed Cluster client', () => {
-  it('is ready on its ready event though its connect() never settles, so waits are woken by the next PUBLISH (issue 12)', async () => {
+  it('is ready on its ready event though its connect() never settles, so waits are woken by the next PUBLISH on their stream channel (issue 12)', async () => {
     const subscriber = fakeClient(() => new Promise<void>(() => {}));
-    const psubscribed: unknown[][] = [];
+    const subscribed: unknown[][] = [];
     subscriber.call = (...args: unknown[]) => {
-      psubscribed.push(args);
+      subscribed.push(args);
       return Promise.resolve(null);
     };
     const client = fakeClient(() => Promise.resolve());
@@ -57,10 +57,37 @@ describe('the append subscriber of a borrowed Cluster client', () => {
       (subscriber as { status: string }).status = 'ready';
       subscriber.emit('ready');
       await new Promise((resolve) => setImmediate(resolve));
-      expect(psubscribed).toEqual([['psubscribe', new KeyLayout('p').appendPattern]]);
-      subscriber.emit('pmessage', new KeyLayout('p').appendPattern, new KeyLayout('p').appendChannel('s'), '');
+      expect(subscribed).toEqual([['subscribe', new KeyLayout('p').appendChannel('s')]]);
+      subscriber.emit('message', new KeyLayout('p').appendChannel('s'), '');
       expect(await woken).toBe(true);
       expect(backend.listening).toBe(true);
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
+describe('the append subscriber and its ready events', () => {
+  it('a ready while the first SUBSCRIBE is on its way wakes nobody (a Cluster subscriber emits one); a ready after it wakes every wait', async () => {
+    const subscriber = fakeClient(() => Promise.resolve());
+    let answer: (() => void) | null = null;
+    subscriber.call = () => new Promise((resolve) => (answer = () => resolve(null)));
+    const client = fakeClient(() => Promise.resolve());
+    client.duplicate = () => subscriber;
+    const backend = redisBackend({ client: client as never }, { prefix: 'p' });
+    const settled = async (p: Promise<boolean>): Promise<boolean | 'pending'> =>
+      Promise.race([p, new Promise<'pending'>((resolve) => setImmediate(() => resolve('pending')))]);
+    try {
+      const first = backend.waitForAppend('s', 60_000);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(answer).not.toBeNull();
+      subscriber.emit('ready');
+      expect(await settled(first)).toBe('pending');
+      answer!();
+      await new Promise((resolve) => setImmediate(resolve));
+      // A reconnect: whatever was published meanwhile went unheard.
+      subscriber.emit('ready');
+      expect(await settled(first)).toBe(true);
     } finally {
       await backend.close();
     }

@@ -23,7 +23,6 @@ export class MemoryLog implements LogStore, NotificationStore {
       log: new StreamLog(name, partitions, new Date(this.#store.clock.now())),
       retention: retention && { ...retention },
       groups: new Map(),
-      waiters: new Set(),
     });
   }
 
@@ -76,11 +75,7 @@ export class MemoryLog implements LogStore, NotificationStore {
       inBatch.set(event.id, event);
       out.push({ event, existed: false });
     }
-    if (inBatch.size > 0) {
-      const waiters = [...s.waiters];
-      s.waiters.clear();
-      for (const wake of waiters) wake();
-    }
+    if (inBatch.size > 0) this.#store.waiters.wake(stream);
     return out;
   }
 
@@ -100,22 +95,10 @@ export class MemoryLog implements LogStore, NotificationStore {
 
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     const store = this.#store;
-    const s = store.streams.get(stream);
-    if (!s || store.closed || signal?.aborted) return Promise.resolve(false);
-    return new Promise<boolean>((resolve) => {
-      const done = (woken: boolean) => {
-        clearTimeout(timer);
-        s.waiters.delete(wake);
-        signal?.removeEventListener('abort', onAbort);
-        resolve(woken && !store.closed);
-      };
-      const wake = () => done(true);
-      const onAbort = () => done(false);
-      const timer = setTimeout(() => done(false), timeoutMs);
-      s.waiters.add(wake);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    if (!store.streams.has(stream) || store.closed) return Promise.resolve(false);
+    return store.waiters.wait(stream, timeoutMs, signal);
   }
+
 }
 
 function deepFreeze<T>(value: T): T {

@@ -63,10 +63,9 @@ export class MemoryRetention implements RetentionStore {
   }
 
   async deleteStream(stream: string): Promise<void> {
-    const s = this.#store.stream(stream);
+    this.#store.stream(stream);
     this.#store.streams.delete(stream);
     // Idle producers of the stream look again (and find it gone) instead of waiting out their poll.
-    for (const wake of [...s.waiters]) wake();
-    s.waiters.clear();
+    this.#store.waiters.wake(stream);
   }
 }

@@ -4,12 +4,12 @@ import { RheoError, groupNotFound, streamNotFound } from '../../core/errors.js';
 import type { GroupState } from './group-state.js';
 import type { GroupPartition, OpenDelivery } from './group-partition.js';
 import type { StreamLog } from './stream-log.js';
+import { StreamWaiters } from '../../core/stream-waiters.js';
 
 export interface StreamState {
   readonly log: StreamLog;
   retention: RetentionPolicy | null;
   readonly groups: Map<string, GroupState>;
-  readonly waiters: Set<() => void>;
 }
 
 /**
@@ -20,6 +20,8 @@ export interface StreamState {
 export class MemoryStore {
   readonly clock: Clock;
   readonly streams = new Map<string, StreamState>();
+  /** The waits of `waitForAppend`, by stream name. */
+  readonly waiters = new StreamWaiters();
   #deadLetterIds = 0;
   #closed = false;
 
@@ -35,7 +37,7 @@ export class MemoryStore {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const s of this.streams.values()) for (const wake of s.waiters) wake();
+    this.waiters.close();
   }
 
   nextDeadLetterId(): number {

@@ -1,9 +1,6 @@
 import type pg from 'pg';
 import { log, silentLogger, type Logger } from '../../core/logger.js';
-
-interface Waiter {
-  resolve(appended: boolean): void;
-}
+import { StreamWaiters } from '../../core/stream-waiters.js';
 
 const RECONNECT_MIN_MS = 50;
 const RECONNECT_MAX_MS = 5_000;
@@ -21,7 +18,7 @@ export class AppendListener {
   readonly #connect: (() => pg.Client) | null;
   #warnedNoListen = false;
   readonly #listenSql: string;
-  readonly #waiters = new Map<string, Set<Waiter>>();
+  readonly #waiters = new StreamWaiters();
   #client: pg.Client | null = null;
   #connecting: Promise<void> | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
@@ -51,34 +48,12 @@ export class AppendListener {
   wait(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     if (this.#closed || signal?.aborted) return Promise.resolve(false);
     this.#ensureConnected();
-    return new Promise<boolean>((resolve) => {
-      let set = this.#waiters.get(stream);
-      if (!set) {
-        set = new Set();
-        this.#waiters.set(stream, set);
-      }
-      const waiters = set;
-      const onAbort = () => waiter.resolve(false);
-      const timer = setTimeout(() => waiter.resolve(false), timeoutMs);
-      const waiter: Waiter = {
-        resolve: (appended) => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          waiters.delete(waiter);
-          if (waiters.size === 0 && this.#waiters.get(stream) === waiters) this.#waiters.delete(stream);
-          resolve(appended);
-        },
-      };
-      waiters.add(waiter);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    return this.#waiters.wait(stream, timeoutMs, signal);
   }
 
   /** Wakes the waiters of one stream (a notification, or a local append). */
   wake(stream: string): void {
-    const set = this.#waiters.get(stream);
-    if (!set) return;
-    for (const waiter of [...set]) waiter.resolve(true);
+    this.#waiters.wake(stream);
   }
 
   /** Resolves once LISTEN is active (used by tests; waitForAppend never needs it). */
@@ -94,15 +69,11 @@ export class AppendListener {
     this.#closed = true;
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#retryTimer = null;
-    for (const set of [...this.#waiters.values()]) for (const waiter of [...set]) waiter.resolve(false);
+    this.#waiters.close();
     await this.#connecting?.catch(() => {});
     const client = this.#client;
     this.#client = null;
     if (client) await client.end().catch(() => {});
-  }
-
-  #wakeAll(): void {
-    for (const stream of [...this.#waiters.keys()]) this.wake(stream);
   }
 
   #ensureConnected(): void {
@@ -174,7 +145,7 @@ export class AppendListener {
       log(this.#logger, 'info', { schema: this.#schema, failures: this.#failures }, `rheo LISTEN connection for schema "${this.#schema}" reconnected`);
     }
     this.#failures = 0;
-    if (this.#everConnected) this.#wakeAll();
+    if (this.#everConnected) this.#waiters.wakeAll();
     this.#everConnected = true;
   }
 

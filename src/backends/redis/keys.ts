@@ -34,9 +34,6 @@ export class KeyLayout {
   readonly streams: string;
   /** Schema version written by migrate(). */
   readonly schema: string;
-  /** Pub/sub pattern covering every stream's append channel. */
-  readonly appendPattern: string;
-
   /** Retention policies: hash name -> `{"maxAgeMs":n|null,"maxEvents":n|null}` (absent: none). */
   readonly retention: string;
   /** Streams deleted whose keys may not all be gone yet: hash name -> the catalog JSON they had. */
@@ -48,7 +45,6 @@ export class KeyLayout {
     this.deleted = `${prefix}:{${prefix}}:deleted`;
     this.streams = `${prefix}:{${prefix}}:streams`;
     this.schema = `${prefix}:{${prefix}}:schema`;
-    this.appendPattern = `${prefix}:append:*`;
   }
 
   /** Group catalog of a stream: hash group -> `{"maxAttempts":n,"createdAt":ms}`. */

@@ -107,7 +107,7 @@ export class RedisStore {
         }
         return sub;
       },
-      this.keys.appendPattern,
+      (stream) => this.keys.appendChannel(stream),
       (channel) => this.keys.streamOfChannel(channel),
     );
   }
