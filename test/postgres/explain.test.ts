@@ -111,9 +111,9 @@ describe('postgres hot statement plans', () => {
     return { custom: custom.rows[0]!['QUERY PLAN'][0]!.Plan, generic: generic.rows[0]!['QUERY PLAN'][0]!.Plan };
   }
 
-  it('claim (full and fresh-only) reads the log only through its primary key, never by scanning it', async () => {
-    for (const path of ['full', 'fresh'] as const) {
-      // The fresh claim never reads $9 (max attempts): nothing it claims has been attempted.
+  it('claim (full, fresh-only and plain) reads the log only through its primary key, never by scanning it', async () => {
+    for (const path of ['full', 'fresh', 'plain'] as const) {
+      // The fresh and plain claims never read $9 (max attempts): nothing they claim has been attempted.
       const params = path === 'full' ? claimParams() : claimParams().slice(0, 8);
       const { custom, generic } = await plans(`rheo_claim_${path}`, claimSql(schema, path), params);
       for (const plan of [custom, generic]) {
@@ -131,7 +131,7 @@ describe('postgres hot statement plans', () => {
     await rheo.createStream('newer');
     await rheo.createGroup('newer', 'g');
     await rheo.appendBatch('newer', Array.from({ length: 2000 }, (_, j) => ({ payload: { n: j } })));
-    for (const path of ['full', 'fresh'] as const) {
+    for (const path of ['full', 'fresh', 'plain'] as const) {
       const params = [2, 2, [0], 500, null, 30_000, 'c', 16 << 20, 5].slice(0, path === 'full' ? 9 : 8);
       const { custom, generic } = await plans(`rheo_claim_newer_${path}`, claimSql(schema, path), params);
       for (const plan of [custom, generic]) {

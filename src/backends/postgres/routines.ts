@@ -154,7 +154,9 @@ function routinePair(key: string, args: string[], returns: string, body: (quoted
  *
  * Then it runs the `fresh` claim when none of the locked partitions has an
  * open row or lease range that is claimable or spent at `now`, else the
- * `full` one. Under the cursor locks no other claim can change that answer;
+ * `full` one; and of `fresh`, the `plain` form when they have no replay
+ * holds either. Under the cursor locks no other claim can change that answer,
+ * nor can a replay add holds (it moves those cursors in the same statement);
  * a settle committing meanwhile is no different from one committing just
  * after the full claim's snapshot.
  *
@@ -195,6 +197,7 @@ export const [claimRoutine, claimRoutineReplanned] = routinePair(
   claim_contended boolean;
   claim_fresh integer;
   claim_setting text;
+  claim_path text;
 BEGIN
   ${claimableSql(s, 'claim_now')}
   INTO claim_ready;
@@ -236,13 +239,23 @@ BEGIN
     ) l;
     claim_parts := COALESCE(claim_parts, '{}');
   END IF;
-  IF EXISTS (
-       SELECT 1 FROM ${s}.deliveries d
-       WHERE d.group_id = $1 AND d.partition = ANY (claim_parts) AND d.visible_at <= claim_now
-     ) OR EXISTS (
-       SELECT 1 FROM ${s}.lease_ranges r
-       WHERE r.group_id = $1 AND r.partition = ANY (claim_parts) AND r.visible_at <= claim_now
-     ) THEN
+  -- One statement picks the claim (sql/claim.ts ClaimPath).
+  SELECT CASE
+           WHEN EXISTS (
+             SELECT 1 FROM ${s}.deliveries d
+             WHERE d.group_id = $1 AND d.partition = ANY (claim_parts) AND d.visible_at <= claim_now
+           ) OR EXISTS (
+             SELECT 1 FROM ${s}.lease_ranges r
+             WHERE r.group_id = $1 AND r.partition = ANY (claim_parts) AND r.visible_at <= claim_now
+           ) THEN 'full'
+           WHEN EXISTS (
+             SELECT 1 FROM ${s}.replay_holds h
+             WHERE h.group_id = $1 AND h.partition = ANY (claim_parts)
+           ) THEN 'fresh'
+           ELSE 'plain'
+         END
+  INTO claim_path;
+  IF claim_path = 'full' THEN
     RETURN QUERY ${claimSql(s, 'full', 'claim_parts', 'claim_contended')};
   ELSE
     -- Round-robin takes at most ceil(limit / n) from each of n partitions
@@ -261,7 +274,11 @@ BEGIN
        ) THEN
       claim_fresh := $4;
     END IF;
-    RETURN QUERY ${claimSql(s, 'fresh', 'claim_parts', 'claim_contended', 'claim_fresh')};
+    IF claim_path = 'plain' THEN
+      RETURN QUERY ${claimSql(s, 'plain', 'claim_parts', 'claim_contended', 'claim_fresh')};
+    ELSE
+      RETURN QUERY ${claimSql(s, 'fresh', 'claim_parts', 'claim_contended', 'claim_fresh')};
+    END IF;
   END IF;
 END`,
 );
