@@ -37,7 +37,13 @@ interface Entry<T> {
  * Every lease a producer holds (buffered or handed downstream and not yet
  * confirmed), renewed on one jittered timer at about half the lease, the way
  * nodejs-pubsub's lease manager does it: one set, one timer, never one timer
- * per lease. The renewal timer is housekeeping, so it is `unref`'d.
+ * per lease. The renewal timer is housekeeping, so it is `unref`'d. It is
+ * left to run out when the last lease goes: a lease added before it fires
+ * rides on it (renewed a little early at worst), and a round that finds
+ * nothing held renews nothing and sets no next timer. So a consumer that
+ * holds one lease at a time, an idle one woken by each append, sets one
+ * timer per half lease instead of one per lease, and none between the claim
+ * and the handler's start (a timer set after 10 ms of idleness took 11 µs).
  */
 export class InflightTracker<T> {
   readonly #entries = new Map<string, Entry<T>>();
@@ -82,9 +88,7 @@ export class InflightTracker<T> {
 
   /** Forgets a lease; `true` when it was held. */
   delete(leaseId: string): boolean {
-    const deleted = this.#entries.delete(leaseId);
-    if (this.#entries.size === 0) this.#cancel();
-    return deleted;
+    return this.#entries.delete(leaseId);
   }
 
   /** Removes and returns the leases never handed downstream (and not settling). */
@@ -96,7 +100,6 @@ export class InflightTracker<T> {
         this.#entries.delete(id);
       }
     }
-    if (this.#entries.size === 0) this.#cancel();
     return taken;
   }
 

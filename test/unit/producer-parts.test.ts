@@ -425,7 +425,7 @@ describe('InflightTracker', () => {
     expect(t.has('lease-2')).toBe(true);
   });
 
-  it('takes back the unhanded leases, stops the timer when it holds none, and stop waits for a round on its way', async () => {
+  it('takes back the unhanded leases, keeps the timer to run out when it holds none, and stop waits for a round on its way', async () => {
     const { tracker: t, timers, rounds } = tracker();
     for (const n of [1, 2, 3]) t.add(fakeLease(n));
     t.markHanded('lease-1');
@@ -437,7 +437,7 @@ describe('InflightTracker', () => {
     expect(t.delete('lease-1')).toBe(false);
     expect(timers.pendingDelays({ keepAlive: false })).toEqual([500]);
     t.delete('lease-2');
-    expect(timers.pendingDelays({ keepAlive: false })).toEqual([]);
+    expect(timers.pendingDelays({ keepAlive: false })).toEqual([500]);
 
     t.add(fakeLease(4));
     void t.renewNow();
@@ -472,17 +472,28 @@ describe('InflightTracker', () => {
     expect(t.get('lease-1')?.expiresAt).toEqual(new Date(9_000));
   });
 
-  it('holds no timer once takeUnhanded or confirms during a round leave it empty', async () => {
-    const { tracker: t, timers, rounds } = tracker();
+  it('lets its timer run out once empty: a lease added before it fires rides on it; a round with nothing held renews nothing and sets no next timer', async () => {
+    const { tracker: t, timers, rounds, summaries } = tracker();
     t.add(fakeLease(1));
     expect(t.takeUnhanded()).toHaveLength(1);
-    expect(timers.pendingDelays({ keepAlive: false })).toEqual([]);
-
-    t.add(fakeLease(2));
-    timers.advance(500);
+    expect(timers.pendingDelays({ keepAlive: false })).toEqual([500]);
+    timers.advance(200);
+    t.add(fakeLease(2)); // no timer of its own: the one set for lease-1 renews it
+    expect(timers.pendingDelays({ keepAlive: false })).toEqual([300]);
+    timers.advance(300);
+    expect(rounds.map((r) => r.leases)).toEqual([['lease-2']]);
     t.delete('lease-2'); // confirmed while the round is on its way
     rounds[0]!.answer([renewed(fakeLease(2), 5_000)]);
     await turns();
+    expect(timers.pendingDelays({ keepAlive: false })).toEqual([]);
+
+    t.add(fakeLease(3));
+    t.delete('lease-3');
+    expect(timers.pendingDelays({ keepAlive: false })).toEqual([500]);
+    timers.advance(500);
+    await turns();
+    expect(rounds).toHaveLength(1); // nothing held: no round
+    expect(summaries).toHaveLength(1);
     expect(timers.pendingDelays({ keepAlive: false })).toEqual([]);
   });
 
