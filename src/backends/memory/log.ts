@@ -98,7 +98,6 @@ export class MemoryLog implements LogStore, NotificationStore {
     if (!store.streams.has(stream) || store.closed) return Promise.resolve(false);
     return store.waiters.wait(stream, timeoutMs, signal);
   }
-
 }
 
 function deepFreeze<T>(value: T): T {

@@ -63,7 +63,7 @@ export class MemoryRetention implements RetentionStore {
   }
 
   async deleteStream(stream: string): Promise<void> {
-    this.#store.stream(stream);
+    this.#store.stream(stream); // stream_not_found for an unknown one
     this.#store.streams.delete(stream);
     // Idle producers of the stream look again (and find it gone) instead of waiting out their poll.
     this.#store.waiters.wake(stream);
