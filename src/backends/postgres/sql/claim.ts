@@ -28,42 +28,6 @@ const FRESH_CANDIDATES = `candidates AS MATERIALIZED (
 /** What `plain` leaves out of `fresh` besides FULL_ONLY: the replay holds' statements. */
 const HOLDS_ONLY = new Set(['moved', 'unheld']);
 
-/** `plain`'s forms of `fresh`'s CTEs that read replay holds (see ClaimPath). */
-function plainCte(name: string, s: string, partitions: string, freshLimit: string): string | null {
-  switch (name) {
-    case 'cur':
-      return `cur AS MATERIALIZED (
-  SELECT c.partition, c.cursor, o.ord
-  FROM ${s}.group_cursors c
-  JOIN unnest(${partitions}::int[]) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
-  WHERE c.group_id = $1
-  ORDER BY c.partition
-  FOR UPDATE OF c
-)`;
-    case 'fresh':
-      return `fresh AS MATERIALIZED (
-  SELECT cur.partition, cur.ord, e.sequence, e.size_bytes
-  FROM cur CROSS JOIN LATERAL (
-    SELECT e.sequence, ${eventSize('e')} AS size_bytes
-    FROM ${s}.events e
-    WHERE e.stream_id = $2 AND e.partition = cur.partition AND e.sequence > cur.cursor
-    ORDER BY e.sequence
-    LIMIT ${freshLimit}
-  ) e
-)`;
-    case 'advanced':
-      return `advanced AS (
-  -- No holds: the cursor moves to the highest sequence picked.
-  UPDATE ${s}.group_cursors c
-  SET cursor = u.last_seq
-  FROM runs u
-  WHERE c.group_id = $1 AND c.partition = u.partition AND c.cursor < u.last_seq
-)`;
-    default:
-      return null;
-  }
-}
-
 /**
  * The requested partitions ($3, in visiting order) where a claim could find
  * something at `now`: an event above the group's cursor (the partition's
@@ -181,6 +145,8 @@ export function claimableSql(s: string, now: string): string {
  * unless the routine has proved fewer are enough, routines.ts).
  */
 export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3', contended?: string, freshLimit = '$4'): string {
+  // `plain` knows the locked partitions have no replay holds (see ClaimPath).
+  const holds = path !== 'plain';
   const ctes: Array<[name: string, sql: string]> = [
     ['clock', `clock AS MATERIALIZED (
   SELECT ${nowSql('$5')} AS now
@@ -191,8 +157,8 @@ export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3',
   FROM clock
 )`],
     ['cur', `cur AS MATERIALIZED (
-  SELECT c.partition, c.cursor, o.ord,
-         (SELECT max(h.sequence) FROM ${s}.replay_holds h WHERE h.group_id = $1 AND h.partition = c.partition) AS max_held
+  SELECT c.partition, c.cursor, o.ord${holds ? `,
+         (SELECT max(h.sequence) FROM ${s}.replay_holds h WHERE h.group_id = $1 AND h.partition = c.partition) AS max_held` : ''}
   FROM ${s}.group_cursors c
   JOIN unnest(${partitions}::int[]) WITH ORDINALITY AS o(partition, ord) ON o.partition = c.partition
   WHERE c.group_id = $1
@@ -251,11 +217,11 @@ export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3',
   FROM cur CROSS JOIN LATERAL (
     SELECT e.sequence, ${eventSize('e')} AS size_bytes
     FROM ${s}.events e
-    WHERE e.stream_id = $2 AND e.partition = cur.partition AND e.sequence > cur.cursor
+    WHERE e.stream_id = $2 AND e.partition = cur.partition AND e.sequence > cur.cursor${holds ? `
       AND (e.sequence > cur.max_held OR cur.max_held IS NULL OR NOT EXISTS (
         SELECT 1 FROM ${s}.replay_holds h
         WHERE h.group_id = $1 AND h.partition = cur.partition AND h.sequence = e.sequence
-      ))
+      ))` : ''}
     ORDER BY e.sequence
     LIMIT ${freshLimit}
   ) e
@@ -428,11 +394,17 @@ export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3',
     LEFT JOIN runs u ON u.partition = cur.partition
   ) t
 )`],
-    ['advanced', `advanced AS (
+    ['advanced', holds ? `advanced AS (
   UPDATE ${s}.group_cursors c
   SET cursor = n.top
   FROM moved n
   WHERE c.group_id = $1 AND c.partition = n.partition AND c.cursor < n.top
+)` : `advanced AS (
+  -- No holds: the cursor moves to the highest sequence picked.
+  UPDATE ${s}.group_cursors c
+  SET cursor = u.last_seq
+  FROM runs u
+  WHERE c.group_id = $1 AND c.partition = u.partition AND c.cursor < u.last_seq
 )`],
     ['unheld', `unheld AS (
   -- Holds the cursor has passed are ordinary settled or open sequences now.
@@ -443,11 +415,7 @@ export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3',
   ];
   const kept = ctes
     .filter(([name]) => path === 'full' || (!FULL_ONLY.has(name) && (path === 'fresh' || !HOLDS_ONLY.has(name))))
-    .map(([name, sql]) => {
-      if (path === 'full') return sql;
-      if (name === 'candidates') return FRESH_CANDIDATES;
-      return (path === 'plain' ? plainCte(name, s, partitions, freshLimit) : null) ?? sql;
-    });
+    .map(([name, sql]) => (path !== 'full' && name === 'candidates' ? FRESH_CANDIDATES : sql));
   return `
 WITH ${kept.join(',\n')}
 -- All leases come back as ONE json array of arrays, in the order of ClaimedLease
