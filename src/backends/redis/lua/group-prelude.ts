@@ -37,39 +37,81 @@ else
 end
 `;
 
-export const GROUP_PRELUDE = `
+const GROUP_HEAD = `
 local KLOG, KMETA, KST, KD, KO, KT, KR, KH, KDL, KDLO = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local function fmt(n) return string.format('%d', n) end
 ${NOW_LUA}
 local PART = tonumber(ARGV[2])
+`;
 
-local function high() return tonumber(redis.call('HGET', KMETA, 'hw') or '0') end
--- The largest event size ever appended here, -1 when unknown (lua/log-scripts.ts).
+/**
+ * The helpers, in an order where each uses only those before it. A script
+ * gets only the ones it calls (groupPrelude): each one defined is a closure
+ * the server builds on every run of the script, and after an idle spell
+ * that is a cost of its own (measured: docs/performance.md).
+ */
+const HELPERS: ReadonlyArray<readonly [name: string, source: string]> = [
+  [
+    'high',
+    `local function high() return tonumber(redis.call('HGET', KMETA, 'hw') or '0') end
+`,
+  ],
+  [
+    'max_size',
+    `-- The largest event size ever appended here, -1 when unknown (lua/log-scripts.ts).
 local function max_size() return tonumber(redis.call('HGET', KMETA, 'maxz') or '-1') end
--- First retained sequence (a trim raises it; lua/retention-scripts.ts).
+`,
+  ],
+  [
+    'low',
+    `-- First retained sequence (a trim raises it; lua/retention-scripts.ts).
 local function low() return tonumber(redis.call('HGET', KMETA, 'lw') or '1') end
-local function cursor()
+`,
+  ],
+  [
+    'cursor',
+    `local function cursor()
   local c = redis.call('HGET', KST, 'cursor')
   if not c then return nil end
   return tonumber(c)
 end
-local function entry(s)
+`,
+  ],
+  [
+    'entry',
+    `local function entry(s)
   local e = redis.call('XRANGE', KLOG, fmt(s) .. '-0', fmt(s) .. '-0')[1]
   if not e then return nil end
   return e[2]
 end
--- An open delivery from its stored form (nil stays nil).
+`,
+  ],
+  [
+    'dparse',
+    `-- An open delivery from its stored form (nil stays nil).
 local function dparse(v)
   if not v then return nil end
   local st, a, la, va, rest = string.match(v, '^(%a)|(%d+)|(%-?%d+)|(%-?%d+)|(.*)$')
   local lid, cid = string.match(rest, '^([^|]*)|(.*)$')
   return { s = st, a = tonumber(a), la = tonumber(la), va = tonumber(va), lid = lid, cid = cid }
 end
-local function dget(s) return dparse(redis.call('HGET', KD, fmt(s))) end
-local function dput(s, d)
+`,
+  ],
+  [
+    'dget',
+    `local function dget(s) return dparse(redis.call('HGET', KD, fmt(s))) end
+`,
+  ],
+  [
+    'dput',
+    `local function dput(s, d)
   redis.call('HSET', KD, fmt(s), d.s .. '|' .. fmt(d.a) .. '|' .. fmt(d.la) .. '|' .. fmt(d.va) .. '|' .. d.lid .. '|' .. d.cid)
 end
--- Keeps cursor + 1 neither open nor held, as GroupPartition#advance does.
+`,
+  ],
+  [
+    'advance',
+    `-- Keeps cursor + 1 neither open nor held, as GroupPartition#advance does.
 local function advance()
   local c = cursor()
   local c0 = c
@@ -77,19 +119,31 @@ local function advance()
   if c ~= c0 then redis.call('HSET', KST, 'cursor', fmt(c)) end
   return c
 end
--- Moves deliveries whose time has come from t to r.
+`,
+  ],
+  [
+    'promote',
+    `-- Moves deliveries whose time has come from t to r.
 local function promote()
   local due = redis.call('ZRANGEBYSCORE', KT, '-inf', fmt(NOW))
   for i = 1, #due do redis.call('ZADD', KR, due[i], due[i]) end
   if #due > 0 then redis.call('ZREMRANGEBYSCORE', KT, '-inf', fmt(NOW)) end
 end
-local function frontier()
+`,
+  ],
+  [
+    'frontier',
+    `local function frontier()
   local c = cursor()
   local m = redis.call('ZRANGE', KO, 0, 0)[1]
   if m and tonumber(m) - 1 < c then return tonumber(m) - 1 end
   return c
 end
--- The lowest claimable sequence and its open delivery (nil for a never-offered one).
+`,
+  ],
+  [
+    'next_claimable',
+    `-- The lowest claimable sequence and its open delivery (nil for a never-offered one).
 local function next_claimable(h)
   local r = redis.call('ZRANGE', KR, 0, 0)[1]
   local c = advance()
@@ -98,13 +152,21 @@ local function next_claimable(h)
   if r and (nxt == nil or tonumber(r) < nxt) then return tonumber(r), dget(tonumber(r)) end
   return nxt, nil
 end
-local function open_entry(s)
+`,
+  ],
+  [
+    'open_entry',
+    `local function open_entry(s)
   local d = { s = 'P', a = 0, la = 0, va = 0, lid = '', cid = '' }
   dput(s, d)
   redis.call('ZADD', KO, fmt(s), fmt(s))
   return d
 end
-local function take(s, d)
+`,
+  ],
+  [
+    'take',
+    `local function take(s, d)
   if d then
     redis.call('ZREM', KR, fmt(s))
     return d
@@ -114,28 +176,44 @@ local function take(s, d)
   advance()
   return d
 end
-local function lease(s, d, lid, cid, expires)
+`,
+  ],
+  [
+    'lease',
+    `local function lease(s, d, lid, cid, expires)
   if d.s ~= 'L' then redis.call('HINCRBY', KST, 'leased', 1) end
   d.s, d.a, d.lid, d.cid, d.la, d.va = 'L', d.a + 1, lid, cid, NOW, expires
   dput(s, d)
   redis.call('ZREM', KR, fmt(s))
   redis.call('ZADD', KT, fmt(expires), fmt(s))
 end
-local function pending(s, d, visible)
+`,
+  ],
+  [
+    'pending',
+    `local function pending(s, d, visible)
   if d.s == 'L' then redis.call('HINCRBY', KST, 'leased', -1) end
   d.s, d.lid, d.cid, d.va = 'P', '', '', visible
   dput(s, d)
   redis.call('ZREM', KR, fmt(s))
   redis.call('ZADD', KT, fmt(visible), fmt(s))
 end
-local function close(s, d)
+`,
+  ],
+  [
+    'close',
+    `local function close(s, d)
   if d.s == 'L' then redis.call('HINCRBY', KST, 'leased', -1) end
   redis.call('HDEL', KD, fmt(s))
   redis.call('ZREM', KO, fmt(s))
   redis.call('ZREM', KT, fmt(s))
   redis.call('ZREM', KR, fmt(s))
 end
--- Dead-letter ids: 42 digits, compared as strings: 15 of ms, 12 of the
+`,
+  ],
+  [
+    'dead',
+    `-- Dead-letter ids: 42 digits, compared as strings: 15 of ms, 12 of the
 -- caller's order (a per-process counter, so deaths in one millisecond keep
 -- the order the calls made them in), 5 of partition and 10 of a counter
 -- shared by every group of the partition (no two groups' ids are equal).
@@ -145,22 +223,42 @@ local function dead(s, attempt, reason, order)
   redis.call('HSET', KDL, fmt(s), id .. '|' .. fmt(attempt) .. '|' .. fmt(NOW) .. '|' .. reason)
   redis.call('ZADD', KDLO, 0, id .. ':' .. fmt(s))
 end
-local function undead(s)
+`,
+  ],
+  [
+    'undead',
+    `local function undead(s)
   local v = redis.call('HGET', KDL, fmt(s))
   if not v then return end
   redis.call('HDEL', KDL, fmt(s))
   redis.call('ZREM', KDLO, string.match(v, '^(%d+)|') .. ':' .. fmt(s))
 end
-local function reopen(s)
+`,
+  ],
+  [
+    'reopen',
+    `local function reopen(s)
   if redis.call('HEXISTS', KD, fmt(s)) == 1 then return end
   pending(s, open_entry(s), NOW)
 end
-local function is_settled(s)
+`,
+  ],
+  [
+    'is_settled',
+    `local function is_settled(s)
   if redis.call('HEXISTS', KD, fmt(s)) == 1 then return false end
   return s <= cursor() or redis.call('ZSCORE', KH, fmt(s)) ~= false
 end
-local function ts_of(s) return tonumber(entry(s)[2]) end
--- Lowest sequence with timestamp >= at, or nil: a binary search while the
+`,
+  ],
+  [
+    'ts_of',
+    `local function ts_of(s) return tonumber(entry(s)[2]) end
+`,
+  ],
+  [
+    'first_at',
+    `-- Lowest sequence with timestamp >= at, or nil: a binary search while the
 -- partition's timestamps never went backwards, else a scan (as StreamLog does).
 local function first_at(at)
   local h = high()
@@ -183,7 +281,11 @@ local function first_at(at)
     from = '(' .. page[#page][1]
   end
 end
-local function start_cursor(kind, value)
+`,
+  ],
+  [
+    'start_cursor',
+    `local function start_cursor(kind, value)
   if kind == 'at' then
     local f = first_at(tonumber(value))
     if f then return f - 1 end
@@ -192,8 +294,35 @@ local function start_cursor(kind, value)
   -- A start below the low watermark starts at it (docs/semantics.md, "Retention").
   return math.max(tonumber(value), low() - 1)
 end
-local function require_group()
+`,
+  ],
+  [
+    'require_group',
+    `local function require_group()
   if not cursor() then return redis.error_reply('RHEO_NOGROUP the group has no state in this partition') end
   return nil
 end
-`;
+`,
+  ],
+];
+
+/** A call of `name` (not a longer name, nor a method or field of that name). */
+const HELPER_CALLS = HELPERS.map(([name]) => new RegExp(`(?<![\\w.:])${name}\\(`));
+const withoutComments = (lua: string): string => lua.replace(/--[^\n]*/g, '');
+const HELPER_CODE = HELPERS.map(([, source]) => withoutComments(source));
+
+/**
+ * The prelude for a script whose own Lua is `body`: the keys, NOW and PART,
+ * then every helper that `body` calls, or that a helper it gets calls.
+ */
+export function groupPrelude(body: string): string {
+  const code = withoutComments(body);
+  const needed = HELPERS.map(() => false);
+  // Later helpers only call earlier ones: one pass from the end finds them all.
+  for (let i = HELPERS.length - 1; i >= 0; i--) {
+    const call = HELPER_CALLS[i]!;
+    needed[i] = call.test(code) || HELPER_CODE.some((source, j) => j > i && needed[j] && call.test(source));
+  }
+  return GROUP_HEAD + HELPERS.filter((_, i) => needed[i]).map(([, source]) => source).join('');
+}
+

@@ -117,16 +117,23 @@ export const CLAIM = groupScript(
   `
 -- Every step of a claim is a command inside the script, each with a cost of
 -- its own (on a spread stream, a partition's share of a fetch is a few dozen
--- events), so what several helpers would read again is read once: the
--- cursor here, the high watermark and largest size in one HMGET.
-local c0 = cursor()
-if not c0 then return require_group() end
+-- events; after an idle spell, each costs several times more), so what
+-- several helpers would read again is read once: the cursor and leased count
+-- here, the high watermark and largest size in one HMGET.
+local st = redis.call('HMGET', KST, 'cursor', 'leased')
+if not st[1] then return require_group() end
+local c0 = tonumber(st[1])
 local maxAttempts, n, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local force, extra, leaseMs, consumer = ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), ARGV[9]
 local meta = redis.call('HMGET', KMETA, 'maxz', 'hw')
 local largest = tonumber(meta[1] or '-1')
 if ARGV[12] ~= '' and (largest < 0 or largest > tonumber(ARGV[12])) then return { fmt(NOW), 0, largest } end
-promote()
+-- Settled: no open delivery, timer, claimable retry or replay hold (Redis
+-- deletes a sorted set when its last member goes). One EXISTS then stands
+-- for the four reads below, and the claim takes only new sequences: the
+-- claim of an idle consumer woken by an append.
+local settled = redis.call('EXISTS', KO, KT, KR, KH) == 0
+if not settled then promote() end
 local h = tonumber(meta[2] or '0')
 local out = {}
 local claimed, bytes, leased = 0, 0, 0
@@ -138,8 +145,11 @@ local expires = NOW + leaseMs
 -- variadic HSET and two ZADDs per chunk after the loop (nothing in the loop
 -- reads those rows of never-offered sequences). The lowest claimable retry
 -- is re-read only after the loop took or dead-lettered it.
-local top = redis.call('ZRANGE', KO, -1, -1)[1]
-local simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= c0)
+local top, simple = nil, true
+if not settled then
+  top = redis.call('ZRANGE', KO, -1, -1)[1]
+  simple = redis.call('ZCARD', KH) == 0 and (not top or tonumber(top) <= c0)
+end
 -- In the fast path only this claim moves the cursor (retries it takes are
 -- open already), so c0 stays the stored cursor until the end.
 local c = c0
@@ -147,7 +157,8 @@ local c = c0
 -- next row to look at, and the last sequence the window covers.
 local window, wi, windowEnd = {}, 1, c
 local rows, opens, timers = {}, {}, {}
-local r, rStale = nil, true
+-- The lowest claimable retry, read again once taken (none when settled).
+local r, rStale = nil, not settled
 local fexpires = fmt(expires)
 -- A new lease's stored form is rowHead, its number in this claim, rowTail
 -- (state|attempt|leasedAt|visibleAt|leaseId|consumerId, the lease id being
@@ -274,8 +285,13 @@ end
 unwiden(KD, true, wideD)
 unwiden(KO, false, wideO)
 unwiden(KT, false, wideT)
-if simple and c ~= c0 then redis.call('HSET', KST, 'cursor', fmt(c)) end
-if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
+if settled and leased > 0 then
+  -- Nothing else in this claim changed the count (it took no retry): one write for both.
+  redis.call('HSET', KST, 'cursor', fmt(c), 'leased', fmt(tonumber(st[2] or '0') + leased))
+else
+  if simple and c ~= c0 then redis.call('HSET', KST, 'cursor', fmt(c)) end
+  if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
+end
 return { fmt(NOW), out, largest }
 `,
 );

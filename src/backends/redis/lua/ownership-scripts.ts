@@ -1,4 +1,4 @@
-import { GROUP_PRELUDE, NOW_LUA } from './group-prelude.js';
+import { groupPrelude, NOW_LUA } from './group-prelude.js';
 import { REDRIVE, REPLAY, RESET_GROUP, type LuaScript } from './scripts.js';
 
 /**
@@ -44,7 +44,7 @@ return v + 1
 const owned = (name: string, body: string): LuaScript => ({
   name,
   keys: 11,
-  source: GROUP_PRELUDE + `local KOWN = KEYS[11]\n` + body,
+  source: groupPrelude(body) + `local KOWN = KEYS[11]\n` + body,
 });
 
 /**

@@ -1,8 +1,8 @@
-import { GROUP_PRELUDE } from './group-prelude.js';
+import { groupPrelude } from './group-prelude.js';
 
 /**
  * Every multi-key step of the Redis backend is one of these scripts, run with
- * EVALSHA (script-runner.ts reloads on NOSCRIPT). Each declares every key it
+ * EVALSHA (connection.ts `ScriptRunner` reloads on NOSCRIPT). Each declares every key it
  * touches and all of them share one partition's hash tag, so a step is atomic
  * on one server and on one Redis Cluster slot alike.
  */
@@ -13,5 +13,5 @@ export interface LuaScript {
   readonly keys: number;
 }
 
-/** A script over one group in one partition: the group prelude's ten keys and helpers, then `body`. */
-export const groupScript = (name: string, body: string): LuaScript => ({ name, source: GROUP_PRELUDE + body, keys: 10 });
+/** A script over one group in one partition: the group prelude's ten keys and the helpers `body` calls, then `body`. */
+export const groupScript = (name: string, body: string): LuaScript => ({ name, source: groupPrelude(body) + body, keys: 10 });
