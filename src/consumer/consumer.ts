@@ -289,18 +289,22 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     while (this.#state === 'running') {
       const room = this.maxDemand - this.#held.size;
       if (room < this.#minDemand) return; // near the cap: settles resume us
-      // Listen before claiming: an append that lands while the claim is on its way must still wake the wait after it.
-      this.#appends.listen();
       const limit = Math.min(room, this.#claimLimit);
       let leases: Lease<T>[];
       try {
-        leases = await this.#source.claim<T>(this.stream, this.group, {
+        const claimed = this.#source.claim<T>(this.stream, this.group, {
           limit,
           consumerId: this.consumerId,
           leaseMs: this.#options.leaseMs,
           partitions: this.#partitions,
           maxBytes: this.#source.defaults.maxFetchBytes,
         });
+        // Listen right after the claim is issued, before anything can run in
+        // between: an append that lands while the claim is on its way still
+        // finds this wait (its notification is read only after this turn). A
+        // woken consumer's claim leaves without waiting for the registration.
+        this.#appends.listen();
+        leases = await claimed;
       } catch (error) {
         if (this.#state !== 'running') return;
         await this.#fetchFailed(asRheoError(error, 'fetch'));

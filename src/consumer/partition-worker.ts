@@ -152,13 +152,16 @@ export class PartitionWorker<T extends JsonValue> {
       let after = this.#position;
       let ahead: Promise<RheoEvent<T>[] | { error: unknown }> | null = null;
       while (!this.#stopping) {
-        // Listen before a read that may come back empty: a notification that
-        // arrives while the read is on its way would otherwise find no waiter
-        // and the append would wait out a whole pollMs. A read-ahead follows
-        // a full batch and goes without. A wait still out after a read that
+        // Listen as soon as a read that may come back empty is issued (before
+        // anything else can run): a notification that arrives while the read
+        // is on its way would otherwise find no waiter and the append would
+        // wait out a whole pollMs. The read leaves first: a woken worker's
+        // read does not wait for the registration. A read-ahead follows a
+        // full batch and goes without. A wait still out after a read that
         // found events serves the next idle wait.
+        const reading = ahead ?? this.#read(after);
         if (!ahead) this.#appends.listen();
-        const read = await (ahead ?? this.#read(after));
+        const read = await reading;
         ahead = null;
         if (!Array.isArray(read)) {
           if (this.#fencedBy(read.error)) return;

@@ -41,7 +41,8 @@ export function createLeaseSource(host: LeaseSourceHost): LeaseSource {
 
     async claim<T extends JsonValue = JsonValue>(stream: string, group: string, request: FetchRequest): Promise<Lease<T>[]> {
       host.assertOpen();
-      const target = { action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group };
+      // Named only if the call is cancellable (never, from the runtime): no string built per claim.
+      const target = (): CallTarget => ({ action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group });
       const claimed = traced(telemetry?.receive(stream, group, request.consumerId), () => host.call(() => backend.fetch(stream, group, request), target));
       return (await claimed) as Lease<T>[];
     },

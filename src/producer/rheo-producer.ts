@@ -403,12 +403,13 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     while (this.#wanted && !this.destroyed && !this.#draining) {
       const room = this.maxDemand - this.#tracker.size;
       if (room < this.minDemand) return; // near the cap: confirms resume us
-      // Listen before claiming: an append that lands while the claim is on its way must still wake the wait after it.
-      this.#appends.listen();
       let leases: Lease<T>[];
       try {
         this.#request.limit = room;
-        leases = await this.#source.claim<T>(this.stream, this.group, this.#request);
+        const claimed = this.#source.claim<T>(this.stream, this.group, this.#request);
+        // Right after the claim is issued (consumer/consumer.ts): an append that lands while it is on its way still finds this wait.
+        this.#appends.listen();
+        leases = await claimed;
       } catch (error) {
         if (this.destroyed || this.#draining) return;
         this.#fetchFailures++;

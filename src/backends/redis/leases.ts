@@ -74,7 +74,7 @@ export class RedisLeases implements LeaseStore {
    *   deliveries and fetch-plan.ts walks them with the budget.
    */
   async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
-    const { meta, g } = await this.#store.groupMeta(stream, group);
+    const { meta, g } = this.#store.cachedGroupMeta(stream, group) ?? (await this.#store.groupMeta(stream, group));
     const partitions = scopeOf(stream, group, meta, g, request.partitions);
     const rotationKey = `${stream}\u0000${group}`;
     const turn = this.#rotation.get(rotationKey) ?? 0;

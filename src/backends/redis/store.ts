@@ -296,6 +296,14 @@ export class RedisStore {
     return meta;
   }
 
+  /** groupMeta's answer when both entries are cached: a woken consumer's claim goes out without waiting a turn for it. */
+  cachedGroupMeta(stream: string, group: string): { meta: StreamMeta; g: GroupMeta } | undefined {
+    if (this.#closed) return undefined; // groupMeta says why
+    const meta = this.#streams.get(stream);
+    const g = meta && this.#groups.get(`${stream}\u0000${group}`);
+    return g ? { meta: meta!, g } : undefined;
+  }
+
   async groupMeta(stream: string, group: string): Promise<{ meta: StreamMeta; g: GroupMeta }> {
     const meta = await this.stream(stream);
     const key = `${stream}\u0000${group}`;
