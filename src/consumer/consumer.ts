@@ -128,7 +128,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   };
   #fetching: Promise<void> | null = null;
   #kickQueued = false;
-  /** The store's wait for an append, registered before each claim (runtime/append-wait.ts). */
+  /** The store's wait for an append, registered with each claim (runtime/append-wait.ts). */
   readonly #appends: AppendListener;
   #fetchFailures = 0;
   #backoffMs = 0;

@@ -12,8 +12,8 @@ interface Waiter {
  * append through the backend) wakes a stream's waits with `true`; a wait's
  * timeout, its signal or `close()` ends it with `false`.
  *
- * A consumer registers a wait before every claim that may come back empty,
- * so registering one and ending it sit between a notification and the claim
+ * A consumer registers a wait with every claim that may come back empty (right
+ * after issuing it), and ending one sits between a notification and the claim
  * it leads to. They cost no timer and no event listener of their own:
  *
  * - One timer serves every wait, set for the earliest deadline. A new wait

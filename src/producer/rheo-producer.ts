@@ -88,7 +88,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #source: LeaseSource;
   /** The claim every fetch sends: built once from the validated options (only `limit` changes). */
   readonly #request: FetchRequest;
-  /** The store's wait for an append, registered before each claim (runtime/append-wait.ts); ends with `#stop`. */
+  /** The store's wait for an append, registered with each claim (runtime/append-wait.ts); ends with `#stop`. */
   readonly #appends: AppendListener;
   readonly #tracker: InflightTracker<T>;
   readonly #batcher: SettleBatcher<QueuedSettle<T>>;
