@@ -28,13 +28,14 @@ export const APPEND: LuaScript = {
   keys: 3,
   source: `
 local KLOG, KMETA, KIDS = KEYS[1], KEYS[2], KEYS[3]
+-- One read for the incarnation and the rest (each command inside a script costs about as much as the command itself).
+local meta = redis.call('HMGET', KMETA, 'inc', 'hw', 'last', 'mono', 'maxz')
 -- A stream deleted since the caller looked it up has no incarnation here: write nothing.
-if ARGV[2] ~= '' and redis.call('HGET', KMETA, 'inc') ~= ARGV[2] then return redis.error_reply('RHEO_NOSTREAM the stream was deleted') end
-local meta = redis.call('HMGET', KMETA, 'hw', 'last', 'mono', 'maxz')
-local h = tonumber(meta[1] or '0')
-local last = meta[2] and tonumber(meta[2])
-local mono = meta[3] ~= '0'
-local maxz = meta[4] and tonumber(meta[4])
+if ARGV[2] ~= '' and meta[1] ~= ARGV[2] then return redis.error_reply('RHEO_NOSTREAM the stream was deleted') end
+local h = tonumber(meta[2] or '0')
+local last = meta[3] and tonumber(meta[3])
+local mono = meta[4] ~= '0'
+local maxz = meta[5] and tonumber(meta[5])
 local grew = false
 local out = {}
 local index = {}
