@@ -27,8 +27,9 @@ const MAX_EXPECTED = 1_000;
  * One registered wait for an append, for a loop that lives as long as
  * `halt`: `listen()` with each fetch or read that may come back empty, right
  * after issuing it and in the same turn (a notification that arrives while it
- * is on its way must still find a waiter; it is read only after that turn), `idle()` after one that did, `found()` after one that did not. A
- * wait still out when a fetch came back full serves the next idle wait.
+ * is on its way must still find a waiter; it is read only after that turn),
+ * `idle()` after one that did, `found()` after one that did not. A wait
+ * still out when a fetch came back full serves the next idle wait.
  * It registers the store's wait on the loop's long-lived signal, so a wake
  * costs no fresh AbortController: two per wake put 0.05-0.15 ms between the
  * notification and the next fetch (traced, PostgreSQL and Redis).
