@@ -154,31 +154,17 @@ export class FacadeCalls {
    * passes through unchanged.
    */
   call<R>(fn: () => Promise<R>, scope: CallScope = NO_CANCEL, target: CallTarget | (() => CallTarget) = UNNAMED): Promise<R> {
-    // Without a cancellation scope (every call from the runtime, most public
-    // ones) nothing is wrapped around the backend's promise but the error
-    // mapping: a woken consumer's claim leaves sooner.
-    if (!scope.cancellable) return wrapped(fn);
-    return runCancellable(scope, target, () => wrapped(fn));
+    return runCancellable(scope, target, async () => {
+      try {
+        return await fn();
+      } catch (error) {
+        if (error instanceof RheoError) throw error;
+        throw new RheoError('internal', `unexpected backend failure: ${(error as Error)?.message ?? String(error)}`, {
+          cause: error,
+        });
+      }
+    });
   }
-}
-
-/** `fn()`, with anything but a RheoError it throws or rejects with wrapped as `internal`. */
-function wrapped<R>(fn: () => Promise<R>): Promise<R> {
-  try {
-    return fn().then(undefined, unexpected);
-  } catch (error) {
-    return Promise.reject(unexpectedError(error));
-  }
-}
-
-function unexpected(error: unknown): never {
-  throw unexpectedError(error);
-}
-
-/** A backend's own error passes through; anything else becomes `internal`, the original as its cause. */
-function unexpectedError(error: unknown): RheoError {
-  if (error instanceof RheoError) return error;
-  return new RheoError('internal', `unexpected backend failure: ${(error as Error)?.message ?? String(error)}`, { cause: error });
 }
 
 const NO_CANCEL = callScope('', undefined);
