@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -9,7 +10,14 @@ import { makeTestBackend } from '../support/postgres.js';
 
 /** Debian's chromium; `.ci/run` installs it when missing. */
 const CHROMIUM = '/usr/bin/chromium';
-const IMAGES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'docs', 'images');
+/**
+ * Where the screenshots go: the documentation's images with
+ * RHEO_UPDATE_SCREENSHOTS=1, else a scratch directory (a test run leaves the
+ * committed images as they are).
+ */
+const IMAGES = process.env.RHEO_UPDATE_SCREENSHOTS
+  ? join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'docs', 'images')
+  : mkdtempSync(join(tmpdir(), 'rheo-dashboard-shots-'));
 
 /**
  * The dashboard in a real headless browser against PostgreSQL: what a user
@@ -44,6 +52,7 @@ describe('dashboard in headless chromium', () => {
     await Promise.all(dashboards.map((d) => d.close()));
     await browser?.close();
     await rheo?.close();
+    if (!process.env.RHEO_UPDATE_SCREENSHOTS) rmSync(IMAGES, { recursive: true, force: true });
   });
 
   async function open(allowWrites: boolean): Promise<{ page: Page; dashboard: RunningDashboard }> {
