@@ -300,14 +300,15 @@ export class RedisStore {
   cachedGroupMeta(stream: string, group: string): { meta: StreamMeta; g: GroupMeta } | undefined {
     if (this.#closed) return undefined; // groupMeta says why
     const meta = this.#streams.get(stream);
-    const g = meta && this.#groups.get(`${stream}\u0000${group}`);
+    const g = meta && this.#groups.get(groupKey(stream, group));
     return g ? { meta: meta!, g } : undefined;
   }
 
   async groupMeta(stream: string, group: string): Promise<{ meta: StreamMeta; g: GroupMeta }> {
+    const known = this.cachedGroupMeta(stream, group);
+    if (known) return known;
     const meta = await this.stream(stream);
-    const key = `${stream}\u0000${group}`;
-    const cached = this.#groups.get(key);
+    const cached = this.#groups.get(groupKey(stream, group));
     if (cached) return { meta, g: cached };
     const raw = await this.command(['hget', this.keys.groups(stream), group], {
       action: `look up group "${group}" of stream "${stream}"`,
@@ -317,7 +318,7 @@ export class RedisStore {
     });
     if (raw === null) throw groupNotFound(stream, group);
     const g = JSON.parse(raw as string) as GroupMeta;
-    this.#groups.set(key, g);
+    this.#groups.set(groupKey(stream, group), g);
     return { meta, g };
   }
 
@@ -325,9 +326,9 @@ export class RedisStore {
   forget(stream: string, group?: string): void {
     if (group === undefined) {
       this.#streams.delete(stream);
-      for (const key of this.#groups.keys()) if (key.startsWith(`${stream}\u0000`)) this.#groups.delete(key);
+      for (const key of this.#groups.keys()) if (key.startsWith(groupKey(stream, ''))) this.#groups.delete(key);
     } else {
-      this.#groups.delete(`${stream}\u0000${group}`);
+      this.#groups.delete(groupKey(stream, group));
     }
   }
 
@@ -393,4 +394,9 @@ export function checkStart(stream: string, group: string, meta: StreamMeta, star
 export function startArgs(start: GroupStart, partition: number): (string | number)[] {
   if (start.kind === 'at') return ['at', start.at.getTime()];
   return ['after', start.perPartition[partition] ?? start.after];
+}
+
+/** A group's entry in the catalog cache (a NUL cannot occur in a stream name, so a stream's keys share its prefix). */
+function groupKey(stream: string, group: string): string {
+  return `${stream}\u0000${group}`;
 }
