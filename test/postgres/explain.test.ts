@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { nowSql } from '../../src/backends/postgres/rows.js';
-import { claimableSql, claimSql } from '../../src/backends/postgres/sql/claim.js';
+import { claimableSql, claimSql, directClaimSql } from '../../src/backends/postgres/sql/claim.js';
 import { commitSql } from '../../src/backends/postgres/sql/ownership.js';
 import { ackSql, renewSql, settleSql } from '../../src/backends/postgres/sql/settle.js';
 import { ManualClock } from '../../src/core/clock.js';
@@ -111,11 +111,12 @@ describe('postgres hot statement plans', () => {
     return { custom: custom.rows[0]!['QUERY PLAN'][0]!.Plan, generic: generic.rows[0]!['QUERY PLAN'][0]!.Plan };
   }
 
-  it('claim (full, fresh-only and plain) reads the log only through its primary key, never by scanning it', async () => {
-    for (const path of ['full', 'fresh', 'plain'] as const) {
-      // The fresh and plain claims never read $9 (max attempts): nothing they claim has been attempted.
+  it('claim (full, fresh-only, plain and direct) reads the log only through its primary key, never by scanning it', async () => {
+    for (const path of ['full', 'fresh', 'plain', 'direct'] as const) {
+      // The fresh, plain and direct claims never read $9 (max attempts): nothing they claim has been attempted.
       const params = path === 'full' ? claimParams() : claimParams().slice(0, 8);
-      const { custom, generic } = await plans(`rheo_claim_${path}`, claimSql(schema, path), params);
+      const text = path === 'direct' ? directClaimSql(schema) : claimSql(schema, path);
+      const { custom, generic } = await plans(`rheo_claim_${path}`, text, params);
       for (const plan of [custom, generic]) {
         const events = accesses(plan, 'events');
         expect(events.length).toBeGreaterThan(0);
@@ -131,9 +132,10 @@ describe('postgres hot statement plans', () => {
     await rheo.createStream('newer');
     await rheo.createGroup('newer', 'g');
     await rheo.appendBatch('newer', Array.from({ length: 2000 }, (_, j) => ({ payload: { n: j } })));
-    for (const path of ['full', 'fresh', 'plain'] as const) {
+    for (const path of ['full', 'fresh', 'plain', 'direct'] as const) {
       const params = [2, 2, [0], 500, null, 30_000, 'c', 16 << 20, 5].slice(0, path === 'full' ? 9 : 8);
-      const { custom, generic } = await plans(`rheo_claim_newer_${path}`, claimSql(schema, path), params);
+      const text = path === 'direct' ? directClaimSql(schema) : claimSql(schema, path);
+      const { custom, generic } = await plans(`rheo_claim_newer_${path}`, text, params);
       for (const plan of [custom, generic]) {
         const events = accesses(plan, 'events');
         expect(events.length).toBeGreaterThan(0);
