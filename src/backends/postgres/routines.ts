@@ -174,15 +174,17 @@ function routinePair(key: string, args: string[], returns: string, body: (quoted
  * claim of 500 on 8 partitions read 4,000 events (and their sizes) to lease
  * 500: fetch(500) took 11-17 ms there against 7-9 ms on one partition.
  *
- * In the `plain` case, when every locked partition has at least
- * ceil(limit / n) sequences between its cursor and its high watermark (the
- * last sequence an append committed there; appends to a partition commit in
- * sequence order, and by the argument above every sequence between is
- * there), each partition's share of the round-robin is known, and the
- * `direct` claim (sql/claim.ts directClaimSql) leases those shares without
- * ranking candidates: the backlog drain's usual claim, on one partition as on
- * many. It checks the count and the byte budget itself and answers nothing
- * without writing when either fails; `plain` then claims as before.
+ * In the `plain` case, when the readiness check saw at least
+ * ceil(limit / n) sequences between each ready partition's cursor and its
+ * high watermark (the last sequence an append committed there; appends to a
+ * partition commit in sequence order, and by the argument above every
+ * sequence between is there), each locked partition's share of the
+ * round-robin is known, and the `direct` claim (sql/claim.ts directClaimSql)
+ * leases those shares without ranking candidates: the backlog drain's usual
+ * claim, on one partition as on many. It checks the count and the byte
+ * budget itself and answers nothing without writing when either fails (a
+ * cursor another claim moved after the readiness check, or large events);
+ * `plain` then claims as before.
  *
  * The claim commits with `synchronous_commit` off, for its own transaction
  * only: it answers as soon as its commit is in the WAL buffers instead of
@@ -211,7 +213,7 @@ export const [claimRoutine, claimRoutineReplanned] = routinePair(
   claim_path text;
 BEGIN
   ${claimableSql(s, 'claim_now')}
-  INTO claim_ready;
+  INTO claim_ready, claim_available;
   IF claim_ready IS NULL THEN
     -- Nothing to claim: answer without locking a cursor (no transaction id, no
     -- WAL), and say whether the group is still there (leases.ts).
@@ -264,14 +266,8 @@ BEGIN
              WHERE h.group_id = $1 AND h.partition = ANY (claim_parts)
            ) THEN 'fresh'
            ELSE 'plain'
-         END,
-         -- The fewest fresh sequences above a locked cursor: every one up to
-         -- the partition's high watermark is there (see below).
-         (SELECT min(p.high_watermark - c.cursor)
-          FROM ${s}.group_cursors c
-          JOIN ${s}.stream_partitions p ON p.stream_id = $2 AND p.partition = c.partition
-          WHERE c.group_id = $1 AND c.partition = ANY (claim_parts))
-  INTO claim_path, claim_available;
+         END
+  INTO claim_path;
   IF claim_path = 'full' THEN
     RETURN QUERY ${claimSql(s, 'full', 'claim_parts', 'claim_contended')};
   ELSE

@@ -42,9 +42,16 @@ const HOLDS_ONLY = new Set(['moved', 'unheld']);
  * log: a primary-key probe of each partition's log for an event above the
  * cursor cost a claim of 500 on 8 partitions 0.2–0.8 ms, the counter rows
  * next to the cursors almost nothing.
+ *
+ * Its second column is the fewest sequences between a ready partition's
+ * cursor and its high watermark, which the routine uses to choose the direct
+ * claim (directClaimSql). Read before the cursors are locked, it can be too
+ * high when another claim moves a cursor meanwhile; the direct claim then
+ * finds fewer events than it needs and writes nothing, and the routine
+ * claims by the plain walk.
  */
 export function claimableSql(s: string, now: string): string {
-  return `SELECT array_agg(o.partition ORDER BY o.ord)
+  return `SELECT array_agg(o.partition ORDER BY o.ord), min(p.high_watermark - c.cursor)
   FROM unnest($3::int[]) WITH ORDINALITY AS o(partition, ord)
   JOIN ${s}.group_cursors c ON c.group_id = $1 AND c.partition = o.partition
   JOIN ${s}.stream_partitions p ON p.stream_id = $2 AND p.partition = o.partition
