@@ -367,12 +367,7 @@ export function claimSql(s: string, path: ClaimPath = 'full', partitions = '$3',
   WHERE l.src = 'range' OR (l.src = 'new' AND NOT l.ranged)
 )`],
     ['opened', `opened AS (
-  INSERT INTO ${s}.lease_ranges (group_id, partition, first_seq, last_seq, token, consumer_id, leased_at, visible_at, settled)
-  SELECT $1, u.partition, u.first_seq, u.last_seq, u.token, $7,
-         (SELECT now FROM clock), (SELECT now FROM clock) + $6::float8 * interval '1 millisecond',
-         repeat('0', (u.last_seq - u.first_seq + 1)::int)::varbit
-  FROM runs u
-  WHERE u.contiguous
+  ${openRanges(s, 'runs', '(SELECT now FROM clock)', 'u.contiguous')}
 )`],
     ['moved', `moved AS MATERIALIZED (
   -- The cursor moves to the highest fresh sequence picked, and on over
@@ -455,11 +450,7 @@ FROM (
   -- lease (3 of 9 ms per 500 leases).
   SELECT u.token || '.' || e.sequence, 1, ${eventColumns('e')}
   FROM runs u
-  CROSS JOIN LATERAL (
-    SELECT * FROM ${s}.events e
-    WHERE e.stream_id = $2 AND e.partition = u.partition AND e.sequence >= u.first_seq AND e.sequence <= u.last_seq
-    ORDER BY e.sequence
-  ) e
+  ${rangeEvents(s)}
   WHERE u.contiguous
 ) x`;
 }
@@ -506,22 +497,13 @@ shares AS MATERIALIZED (
 picked AS MATERIALIZED (
   SELECT u.token || '.' || e.sequence AS lease_id, ${eventColumns('e')}, ${eventSize('e')} AS size_bytes
   FROM shares u
-  CROSS JOIN LATERAL (
-    SELECT * FROM ${s}.events e
-    WHERE e.stream_id = $2 AND e.partition = u.partition AND e.sequence >= u.first_seq AND e.sequence <= u.last_seq
-    ORDER BY e.sequence
-  ) e
+  ${rangeEvents(s)}
 ),
 fits AS MATERIALIZED (
   SELECT count(*) = $4 AND (count(*) = 1 OR sum(size_bytes) <= $8) AS ok FROM picked
 ),
 opened AS (
-  INSERT INTO ${s}.lease_ranges (group_id, partition, first_seq, last_seq, token, consumer_id, leased_at, visible_at, settled)
-  SELECT $1, u.partition, u.first_seq, u.last_seq, u.token, $7,
-         (SELECT now FROM stamps), (SELECT now FROM stamps) + $6::float8 * interval '1 millisecond',
-         repeat('0', (u.last_seq - u.first_seq + 1)::int)::varbit
-  FROM shares u
-  WHERE (SELECT ok FROM fits)
+  ${openRanges(s, 'shares', '(SELECT now FROM stamps)', '(SELECT ok FROM fits)')}
 ),
 advanced AS (
   UPDATE ${s}.group_cursors c
@@ -535,4 +517,28 @@ SELECT (SELECT leased_at_ms FROM stamps) AS leased_at_ms,
        ${contended} AS contended, true AS known
 FROM picked x
 HAVING (SELECT ok FROM fits)`;
+}
+
+/**
+ * The events of lease range `u` (partition, first_seq, last_seq), alias `e`:
+ * one primary-key range scan per range instead of a probe per lease (3 of 9
+ * ms per 500 leases), in sequence order, which keeps the planner on the
+ * primary key (see the final SELECT of claimSql).
+ */
+function rangeEvents(s: string): string {
+  return `CROSS JOIN LATERAL (
+    SELECT * FROM ${s}.events e
+    WHERE e.stream_id = $2 AND e.partition = u.partition AND e.sequence >= u.first_seq AND e.sequence <= u.last_seq
+    ORDER BY e.sequence
+  ) e`;
+}
+
+/** One new lease range per row of `from` (alias `u`) where `when` holds: leased by $7 at `now` for $6 ms, no member settled. */
+function openRanges(s: string, from: string, now: string, when: string): string {
+  return `INSERT INTO ${s}.lease_ranges (group_id, partition, first_seq, last_seq, token, consumer_id, leased_at, visible_at, settled)
+  SELECT $1, u.partition, u.first_seq, u.last_seq, u.token, $7,
+         ${now}, ${now} + $6::float8 * interval '1 millisecond',
+         repeat('0', (u.last_seq - u.first_seq + 1)::int)::varbit
+  FROM ${from} u
+  WHERE ${when}`;
 }
