@@ -49,9 +49,18 @@ describe('postgres direct claim', () => {
 
   afterAll(() => client.release());
 
-  async function run(text: string, partitions: number[], limit: number, maxBytes = 1 << 20): Promise<Outcome> {
+  /** `work` inside a transaction that is always rolled back, so every case starts from the same state. */
+  async function rolledBack<R>(work: () => Promise<R>): Promise<R> {
     await client.query('BEGIN');
     try {
+      return await work();
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  }
+
+  function run(text: string, partitions: number[], limit: number, maxBytes = 1 << 20): Promise<Outcome> {
+    return rolledBack(async () => {
       await client.query(`SELECT 1 FROM ${schema}.group_cursors WHERE group_id = $1 ORDER BY partition FOR UPDATE`, [ids.group]);
       const answer = await client.query<{ leases: Claimed[] }>(text, [ids.group, ids.stream, partitions, limit, null, 30_000, 'c1', maxBytes]);
       const ranges = await client.query<Outcome['ranges'][number]>(
@@ -68,9 +77,7 @@ describe('postgres direct claim', () => {
         })
         .sort((a, b) => a.partition - b.partition || a.sequence - b.sequence);
       return { rows: answer.rows.length, leases, ranges: ranges.rows, cursors: cursors.rows };
-    } finally {
-      await client.query('ROLLBACK');
-    }
+    });
   }
 
   /** Tokens are random per claim: compare them only through what they link (a lease to its range). */
@@ -144,9 +151,8 @@ describe('postgres direct claim', () => {
     // The log's index scans this transaction made, nested statements included:
     // the direct claim makes one range scan per partition; the plain path
     // probes each partition, reads its candidates and reads the picked ones.
-    async function claim(partitions: number[], limit: number, maxBytes = 1 << 20, setup?: string): Promise<{ leases: number; scans: number }> {
-      await client.query('BEGIN');
-      try {
+    function claim(partitions: number[], limit: number, maxBytes = 1 << 20, setup?: string): Promise<{ leases: number; scans: number }> {
+      return rolledBack(async () => {
         if (setup) await client.query(setup);
         // Counted since the backend last reported its statistics: the difference is this claim's.
         const scans = async () => {
@@ -161,9 +167,7 @@ describe('postgres direct claim', () => {
           ids.group, ids.stream, partitions, limit, null, 30_000, 'c1', maxBytes, 5, partitions.length,
         ]);
         return { leases: rows[0]!.leases.length, scans: (await scans()) - before };
-      } finally {
-        await client.query('ROLLBACK');
-      }
+      });
     }
     // A generic plan scans each segment of the log once per partition read
     // (segment 0 of a new schema is empty): what one partition's range costs.
