@@ -94,14 +94,16 @@ export class Database implements Runner {
         client.release();
         throw notSent(ctx);
       }
-      const cancel = new StatementCancel(client.connection, signal);
+      // Most statements (a consumer's claims and settles) have no signal:
+      // they then skip the listener and the extra await.
+      const cancel = signal ? new StatementCancel(client.connection, signal) : null;
       try {
         const result = await send<R & pg.QueryResultRow>(client.connection, { ...config, values, types: TYPES });
-        await cancel.done();
+        if (cancel) await cancel.done();
         client.release();
         return result.rows;
       } catch (error) {
-        await cancel.done();
+        if (cancel) await cancel.done();
         client.release(brokenConnection(error) ? asError(error) : undefined);
         // A deadlock or serialization failure rolled the statement back whole.
         if (attempt < MAX_TRANSIENT_RETRIES && TRANSIENT.has(sqlState(error) ?? '')) continue;
