@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { connectReady, type RedisClientLike } from '../../src/backends/redis/connection.js';
+import { connectReady, textOf, type RedisClientLike } from '../../src/backends/redis/connection.js';
 import { KeyLayout } from '../../src/backends/redis/keys.js';
 import { redisBackend } from '../../src/backends/redis/redis-backend.js';
 
@@ -91,5 +91,12 @@ describe('the append subscriber and its ready events', () => {
     } finally {
       await backend.close();
     }
+  });
+});
+
+describe('textOf', () => {
+  it('decodes the bulk strings of a script reply as UTF-8 at every depth, and keeps integers, nulls and empty arrays', () => {
+    const reply = [Buffer.from('1700000000000'), [[7, 1, Buffer.from('t'), Buffer.from('{"é":"ü"}')]], 0, null, [], Buffer.alloc(0)];
+    expect(textOf(reply)).toEqual(['1700000000000', [[7, 1, 't', '{"é":"ü"}']], 0, null, [], '']);
   });
 });

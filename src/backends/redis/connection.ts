@@ -30,6 +30,28 @@ interface IoRedisModule {
   Cluster: new (nodes: Array<{ host: string; port: number }>, options: Record<string, unknown>) => RedisClientLike;
 }
 
+/** An ioredis `Command`: the part `ScriptRunner` sets up before sending it. */
+interface IoCommand {
+  transformReply(reply: unknown): unknown;
+}
+type CommandClass = new (name: string, args: (string | number)[], options: Record<string, unknown>) => IoCommand;
+
+/** What an ioredis client has besides `RedisClientLike` that sending a prepared `Command` needs. */
+interface CommandSender {
+  sendCommand(command: IoCommand): Promise<unknown>;
+  options?: { keyPrefix?: string; showFriendlyErrorStack?: boolean };
+}
+
+/** ioredis's `Command` class, or null when it cannot be loaded (scripts then go through `call`). Never rejects. */
+export async function loadCommandClass(): Promise<CommandClass | null> {
+  try {
+    const mod = (await import('ioredis')) as unknown as { Command?: CommandClass; default?: { Command?: CommandClass } };
+    return mod.Command ?? mod.default?.Command ?? null;
+  } catch {
+    return null;
+  }
+}
+
 /** Loaded on first use only, so importing rheo never loads ioredis (an optional peer). */
 async function loadIoRedis(): Promise<IoRedisModule> {
   try {
@@ -185,10 +207,35 @@ export function checkConnection(connection: unknown): RedisConnection {
   return c as RedisConnection;
 }
 
+/**
+ * A script's reply with its bulk strings decoded as UTF-8: what ioredis's
+ * `call` returns, built with `Array.prototype.map` instead of the
+ * `Array(length)` that ioredis copies each reply array with. V8 counts how
+ * many objects from such a call site survive a minor garbage collection, and
+ * past a threshold it allocates the site's objects straight in the old
+ * generation. On an 8-partition drain a burst of eight claim replies is
+ * parsed at once, its arrays outlive a scavenge, and the site tipped over:
+ * from then on every reply array was old and kept the young strings it held
+ * alive through the next scavenge. `map` allocates without that feedback.
+ * It runs as the command's reply transform, inside the parser's callback, so
+ * the parser's own arrays die before the next reply is parsed.
+ */
+export function textOf(reply: unknown): unknown {
+  if (Buffer.isBuffer(reply)) return reply.toString();
+  if (Array.isArray(reply)) return reply.map(textOf);
+  return reply;
+}
+
 /** Runs scripts by EVALSHA; a server that lost its script cache (restart, failover, SCRIPT FLUSH) gets the source once. */
 export class ScriptRunner {
   readonly #shas = new Map<LuaScript, string>();
   #reloads = 0;
+  #Command: CommandClass | null = null;
+
+  /** Sends scripts as prepared ioredis `Command`s that decode their reply with `textOf`. */
+  useCommandClass(Command: CommandClass | null): void {
+    this.#Command = Command;
+  }
 
   /** How many times a script's source was sent after NOSCRIPT. */
   get reloads(): number {
@@ -208,16 +255,30 @@ export class ScriptRunner {
     if (script.keys >= 0 && keys.length !== script.keys) throw new RheoError('internal', `script ${script.name} declares ${script.keys} keys, got ${keys.length}`);
     try {
       try {
-        return await client.call('evalsha', this.sha(script), keys.length, ...keys, ...args);
+        return await this.#send(client, 'evalsha', [this.sha(script), keys.length, ...keys, ...args]);
       } catch (error) {
         if (!isNoScript(error)) throw error;
         this.#reloads++;
         // EVAL runs the script and caches it under the same sha on that server.
-        return await client.call('eval', script.source, keys.length, ...keys, ...args);
+        return await this.#send(client, 'eval', [script.source, keys.length, ...keys, ...args]);
       }
     } catch (error) {
       throw classifyRedisError(error, ctx);
     }
+  }
+
+  /** `client.call(name, ...args)`, with the reply decoded by `textOf` (a client without `sendCommand` gets `call` itself). */
+  #send(client: RedisClientLike, name: string, args: (string | number)[]): Promise<unknown> {
+    const sender = client as Partial<CommandSender>;
+    if (this.#Command === null || typeof sender.sendCommand !== 'function') return client.call(name, ...args);
+    // The options ioredis's own call() passes; replyEncoding null keeps bulk strings as Buffers for textOf.
+    const command = new this.#Command(name, args, {
+      replyEncoding: null,
+      keyPrefix: sender.options?.keyPrefix,
+      errorStack: sender.options?.showFriendlyErrorStack ? new Error() : undefined,
+    });
+    command.transformReply = textOf;
+    return sender.sendCommand(command);
   }
 
   async command(client: RedisClientLike, args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {

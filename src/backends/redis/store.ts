@@ -2,7 +2,7 @@ import type { GroupStart } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
 import { RheoError, groupNotFound, invalidPartition, streamNotFound } from '../../core/errors.js';
 import { checkStartScope, scopedPartitions } from '../../core/partition-scope.js';
-import { connectReady, createClient, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
+import { connectReady, createClient, loadCommandClass, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
 import type { FailureContext } from './errors.js';
 import type { KeyLayout } from './keys.js';
 import type { LuaScript } from './lua/scripts.js';
@@ -148,8 +148,13 @@ export class RedisStore {
     if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
     if (this.#client) return this.#client;
     const connecting = (async () => {
-      if (this.#connection.client !== undefined) return (this.#connected = this.#connection.client);
+      if (this.#connection.client !== undefined) {
+        // Not awaited: a borrowed client is usable at once, and its scripts go through call() until this lands.
+        void loadCommandClass().then((Command) => this.#scripts.useCommandClass(Command));
+        return (this.#connected = this.#connection.client);
+      }
       const { client } = await createClient(this.#connection);
+      this.#scripts.useCommandClass(await loadCommandClass());
       // ioredis reports a dropped connection as an 'error' event; without a
       // listener it would only log, and calls already fail with a code.
       client.on('error', () => {});
