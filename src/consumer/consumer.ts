@@ -16,6 +16,7 @@ import { SettleBatcher } from '../producer/settle-batcher.js';
 import { backoffDelay, type BackoffOptions } from '../runtime/backoff.js';
 import { isThenable } from '../runtime/lease-outcome.js';
 import { KeyQueue } from '../runtime/key-queue.js';
+import { RenewingMap } from '../runtime/renewing-map.js';
 import { Slots } from '../runtime/slots.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import type { LeaseSource } from '../runtime/sources.js';
@@ -94,15 +95,15 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly #held: InflightTracker<T>;
   readonly #settles: SettleBatcher;
   /** Claimed and not started: leaseId → lease (parked ones included). */
-  readonly #waiting = new Map<string, Lease<T>>();
+  readonly #waiting = new RenewingMap<string, Lease<T>>();
   /** Ready to start, in claim order. */
   readonly #ready = new WorkQueue<Lease<T>>();
   readonly #keys = new KeyQueue<Lease<T>>();
   /** leaseId → its ordering key, while the lease holds or waits for it. */
-  readonly #keyOf = new Map<string, string>();
-  readonly #runs = new Map<string, HandlerRun<T>>();
+  readonly #keyOf = new RenewingMap<string, string>();
+  readonly #runs = new RenewingMap<string, HandlerRun<T>>();
   /** OpenTelemetry process/settle spans of running and settling leases (only with telemetry). */
-  readonly #scopes = new Map<string, ProcessScope>();
+  readonly #scopes = new RenewingMap<string, ProcessScope>();
   /** One per running handler; a run frees its slot when it ends, before its settle. */
   readonly #slots: Slots;
   #pumping = false;
@@ -576,7 +577,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   #broke(error: unknown): void {
     this.#broken ??= { error };
     // Nobody will settle what the running handlers return.
-    for (const run of [...this.#runs.values()]) run.interrupt({ kind: 'stopping' });
+    for (const run of this.#runs.values()) run.interrupt({ kind: 'stopping' });
     void this.stop().catch(() => undefined);
   }
 
@@ -584,7 +585,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#state = 'stopping';
     this.#options.signal?.removeEventListener('abort', this.#onAbort);
     this.#halt.abort(CANCELLED);
-    const unstarted = [...this.#waiting.values()];
+    const unstarted = this.#waiting.values();
     this.#waiting.clear();
     this.#keys.clear();
     this.#keyOf.clear();
@@ -595,7 +596,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     const finished = timeoutMs > 0 ? await this.#within(this.#idle(), timeoutMs) : this.#runs.size === 0;
     let aborted = 0;
     if (!finished) {
-      for (const run of [...this.#runs.values()]) {
+      for (const run of this.#runs.values()) {
         if (!run.aborted) aborted++;
         run.interrupt({ kind: 'stopping' });
       }

@@ -5,6 +5,7 @@ import { sleep, type Timers } from '../runtime/timers.js';
 import { AppendListener } from '../runtime/append-wait.js';
 import { isThenable } from '../runtime/lease-outcome.js';
 import { HandlerRun } from '../runtime/handler-run.js';
+import { RenewingSet } from '../runtime/renewing-map.js';
 import { CONSUMER_READING } from './handler-run.js';
 import type { Slots } from '../runtime/slots.js';
 import type { Coalescer } from '../core/coalescer.js';
@@ -67,7 +68,7 @@ export class PartitionWorker<T extends JsonValue> {
   readonly #report: WorkerReport;
   readonly #committer: Coalescer<CommitInput, SettleResult>;
   /** Asynchronous handler runs in progress, ended at once when the worker aborts. */
-  readonly #running = new Set<HandlerRun<Settlement>>();
+  readonly #running = new RenewingSet<HandlerRun<Settlement>>();
 
   constructor(
     source: PartitionSource,
@@ -93,7 +94,7 @@ export class PartitionWorker<T extends JsonValue> {
     this.#abort.signal.addEventListener(
       'abort',
       () => {
-        for (const run of [...this.#running]) run.interrupt(ABORTED_RUN, this.#abort.signal.reason);
+        for (const run of this.#running.values()) run.interrupt(ABORTED_RUN, this.#abort.signal.reason);
       },
       { once: true },
     );

@@ -1,5 +1,6 @@
 import { RheoError, isRheoError } from '../core/errors.js';
 import type { Lease } from '../core/types.js';
+import { RenewingMap } from '../runtime/renewing-map.js';
 import type { ScheduledTimer, Timers } from '../runtime/timers.js';
 
 /** One renewal answer per lease, in order (the shape of `Rheo.renewMany`). */
@@ -46,7 +47,7 @@ interface Entry<T> {
  * and the handler's start (a timer set after 10 ms of idleness took 11 µs).
  */
 export class InflightTracker<T> {
-  readonly #entries = new Map<string, Entry<T>>();
+  readonly #entries = new RenewingMap<string, Entry<T>>();
   readonly #options: InflightTrackerOptions<T>;
   readonly #random: () => number;
   #timer: ScheduledTimer | null = null;
@@ -94,10 +95,10 @@ export class InflightTracker<T> {
   /** Removes and returns the leases never handed downstream (and not settling). */
   takeUnhanded(): Lease<T>[] {
     const taken: Lease<T>[] = [];
-    for (const [id, entry] of this.#entries) {
+    for (const entry of this.#entries.values()) {
       if (!entry.handed && !entry.settling) {
         taken.push(entry.lease);
-        this.#entries.delete(id);
+        this.#entries.delete(entry.lease.leaseId);
       }
     }
     return taken;
@@ -137,7 +138,7 @@ export class InflightTracker<T> {
   }
 
   async #renew(): Promise<void> {
-    const batch = [...this.#entries.values()].filter((e) => !e.settling);
+    const batch = this.#entries.values().filter((e) => !e.settling);
     let nextMs = this.#intervalMs();
     const summary: RenewSummary = { renewed: 0, lost: 0, failed: 0 };
     const lost: Array<[Lease<T>, RheoError]> = [];

@@ -5,6 +5,7 @@ import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
 import type { LeaseLostInfo } from '../producer/producer-options.js';
 import { HandlerRun, type RunReading } from '../runtime/handler-run.js';
+import { RenewingMap } from '../runtime/renewing-map.js';
 import { systemTimers } from '../runtime/timers.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import { telemetryOf, type ProcessScope, type RheoTelemetry } from '../observability/telemetry.js';
@@ -103,7 +104,7 @@ export class LeaseSink<T extends JsonValue = JsonValue> extends Writable {
   #values: Map<string, unknown> | null = null;
   /** Accepted and not started, oldest first. */
   readonly #queue = new WorkQueue<Lease<T>>();
-  readonly #running = new Map<string, HandlerRun<SinkRun>>();
+  readonly #running = new RenewingMap<string, HandlerRun<SinkRun>>();
   /** Handlers running plus settles not answered yet: `_final` waits for zero. */
   #busy = 0;
   #idle: (() => void) | null = null;
