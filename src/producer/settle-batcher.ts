@@ -2,6 +2,7 @@ import { RheoError } from '../core/errors.js';
 import type { SettleResult } from '../core/types.js';
 import type { SettleRequest } from '../core/types.js';
 import type { ScheduledTimer, Timers } from '../runtime/timers.js';
+import { RenewingSet } from '../runtime/renewing-map.js';
 
 /**
  * The one call the batcher needs: mixed settles in one backend round trip.
@@ -90,7 +91,7 @@ export class SettleBatcher<Op = SettleRequest> {
   #scheduled: NodeJS.Immediate | null = null;
   #lingering: NodeJS.Timeout | null = null;
   readonly #linger: SettleLinger | null;
-  #inFlight = new Set<Promise<void>>();
+  #inFlight = new RenewingSet<Promise<void>>();
   readonly #waiting = new Set<Waiting<Op>>();
   #lastTries = false;
 
@@ -177,7 +178,7 @@ export class SettleBatcher<Op = SettleRequest> {
       // racing it while a retry waits spun this loop on microtasks, so the
       // retry's timer never fired.
       const changes: Array<Promise<unknown>> = [...this.#waiting].map((w) => w.requeued);
-      if (this.#inFlight.size > 0) changes.push(Promise.allSettled([...this.#inFlight]));
+      if (this.#inFlight.size > 0) changes.push(Promise.allSettled(this.#inFlight.values()));
       await Promise.race(changes);
       this.flush();
     }
