@@ -24,9 +24,15 @@ const RENEW_AFTER_DELETES = 1024;
 export class RenewingMap<K, V> {
   #map = new Map<K, V>();
   #deletes = 0;
+  #renewals = 0;
 
   get size(): number {
     return this.#map.size;
+  }
+
+  /** How many times the entries moved to a new Map. */
+  get renewals(): number {
+    return this.#renewals;
   }
 
   get(key: K): V | undefined {
@@ -46,6 +52,7 @@ export class RenewingMap<K, V> {
     if (!this.#map.delete(key)) return false;
     if (++this.#deletes >= RENEW_AFTER_DELETES) {
       this.#deletes = 0;
+      this.#renewals++;
       this.#map = new Map(this.#map);
     }
     return true;
@@ -71,9 +78,15 @@ export class RenewingMap<K, V> {
 export class RenewingSet<T> {
   #set = new Set<T>();
   #deletes = 0;
+  #renewals = 0;
 
   get size(): number {
     return this.#set.size;
+  }
+
+  /** How many times the values moved to a new Set. */
+  get renewals(): number {
+    return this.#renewals;
   }
 
   has(value: T): boolean {
@@ -89,6 +102,7 @@ export class RenewingSet<T> {
     if (!this.#set.delete(value)) return false;
     if (++this.#deletes >= RENEW_AFTER_DELETES) {
       this.#deletes = 0;
+      this.#renewals++;
       this.#set = new Set(this.#set);
     }
     return true;

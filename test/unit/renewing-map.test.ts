@@ -44,6 +44,38 @@ describe('RenewingMap', () => {
   });
 });
 
+describe('renewal', () => {
+  it('happens at each 1,024th successful deletion, and only then', () => {
+    const map = new RenewingMap<number, number>();
+    const set = new RenewingSet<number>();
+    for (let i = 0; i < 3000; i++) {
+      map.set(i, i);
+      set.add(i);
+    }
+    const both = (n: number) => [map.renewals, set.renewals, n];
+    for (let i = 0; i < 1023; i++) {
+      map.delete(i);
+      set.delete(i);
+    }
+    // Failed deletions do not count.
+    map.delete(0);
+    set.delete(0);
+    expect(both(1023)).toEqual([0, 0, 1023]);
+    map.delete(1023);
+    set.delete(1023);
+    expect(both(1024)).toEqual([1, 1, 1024]);
+    for (let i = 1024; i < 2048; i++) {
+      map.delete(i);
+      set.delete(i);
+    }
+    expect(both(2048)).toEqual([2, 2, 2048]);
+    expect(map.size).toBe(952);
+    expect(set.size).toBe(952);
+    map.clear();
+    expect(map.renewals).toBe(2);
+  });
+});
+
 describe('RenewingSet', () => {
   it('keeps its members and their order through renewals; first() is the oldest', () => {
     const set = new RenewingSet<number>();
