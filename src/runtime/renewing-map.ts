@@ -76,46 +76,32 @@ export class RenewingMap<K, V> {
 
 /** `RenewingMap` as a Set. */
 export class RenewingSet<T> {
-  #set = new Set<T>();
-  #deletes = 0;
-  #renewals = 0;
+  readonly #map = new RenewingMap<T, T>();
 
   get size(): number {
-    return this.#set.size;
+    return this.#map.size;
   }
 
-  /** How many times the values moved to a new Set. */
+  /** How many times the values moved to a new Map. */
   get renewals(): number {
-    return this.#renewals;
+    return this.#map.renewals;
   }
 
   has(value: T): boolean {
-    return this.#set.has(value);
+    return this.#map.has(value);
   }
 
   add(value: T): this {
-    this.#set.add(value);
+    this.#map.set(value, value);
     return this;
   }
 
   delete(value: T): boolean {
-    if (!this.#set.delete(value)) return false;
-    if (++this.#deletes >= RENEW_AFTER_DELETES) {
-      this.#deletes = 0;
-      this.#renewals++;
-      this.#set = new Set(this.#set);
-    }
-    return true;
-  }
-
-  /** The oldest value still in the set. */
-  first(): T | undefined {
-    for (const value of this.#set) return value;
-    return undefined;
+    return this.#map.delete(value);
   }
 
   /** A copy of the values, in insertion order. */
   values(): T[] {
-    return [...this.#set];
+    return this.#map.keys();
   }
 }
