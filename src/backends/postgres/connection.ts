@@ -94,8 +94,8 @@ export class Database implements Runner {
         client.release();
         throw notSent(ctx);
       }
-      // Most statements (a consumer's claims and settles) have no signal:
-      // they then skip the listener and the extra await.
+      // Most statements (a consumer's claims and settles) have no signal,
+      // and nothing to cancel: no listener, no extra await.
       const cancel = signal ? new StatementCancel(client.connection, signal) : null;
       try {
         const result = await send<R & pg.QueryResultRow>(client.connection, { ...config, values, types: TYPES });
@@ -136,7 +136,7 @@ export class Database implements Runner {
         return send(connection, { ...config, types: TYPES });
       }) as Queryable['query'],
     };
-    const cancel = new StatementCancel(connection, signal);
+    const cancel = signal ? new StatementCancel(connection, signal) : null;
     try {
       checkAborted();
       await connection.query(begin);
@@ -144,11 +144,11 @@ export class Database implements Runner {
       checkAborted();
       committing = true;
       await connection.query('COMMIT');
-      await cancel.done();
+      if (cancel) await cancel.done();
       client.release();
       return result;
     } catch (error) {
-      await cancel.done();
+      if (cancel) await cancel.done();
       const broken = !(error instanceof CallAborted) && brokenConnection(error);
       if (!committing && !broken) {
         try {
@@ -274,20 +274,20 @@ interface RawConnection {
  * can hit the next statement run on it.
  */
 class StatementCancel {
-  readonly #signal: AbortSignal | undefined;
+  readonly #signal: AbortSignal;
   #request: Promise<void> | null = null;
   readonly #onAbort: () => void;
 
-  constructor(connection: pg.PoolClient, signal: AbortSignal | undefined) {
+  constructor(connection: pg.PoolClient, signal: AbortSignal) {
     this.#signal = signal;
     this.#onAbort = () => {
       this.#request ??= sendCancelRequest(connection as unknown as CancelTarget);
     };
-    signal?.addEventListener('abort', this.#onAbort, { once: true });
+    signal.addEventListener('abort', this.#onAbort, { once: true });
   }
 
   async done(): Promise<void> {
-    this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#signal.removeEventListener('abort', this.#onAbort);
     if (this.#request) await this.#request;
   }
 }

@@ -25,16 +25,17 @@ export type RedisConnection =
   | { nodes: string[]; url?: undefined; client?: undefined }
   | { client: RedisClientLike; url?: undefined; nodes?: undefined };
 
-interface IoRedisModule {
-  Redis: new (url: string, options: Record<string, unknown>) => RedisClientLike;
-  Cluster: new (nodes: Array<{ host: string; port: number }>, options: Record<string, unknown>) => RedisClientLike;
-}
-
 /** An ioredis `Command`: the part `ScriptRunner` sets up before sending it. */
 interface IoCommand {
   transformReply(reply: unknown): unknown;
 }
 type CommandClass = new (name: string, args: (string | number)[], options: Record<string, unknown>) => IoCommand;
+
+interface IoRedisModule {
+  Redis: new (url: string, options: Record<string, unknown>) => RedisClientLike;
+  Cluster: new (nodes: Array<{ host: string; port: number }>, options: Record<string, unknown>) => RedisClientLike;
+  Command: CommandClass | null;
+}
 
 /** What an ioredis client has besides `RedisClientLike` that sending a prepared `Command` needs. */
 interface CommandSender {
@@ -43,13 +44,11 @@ interface CommandSender {
 }
 
 /** ioredis's `Command` class, or null when it cannot be loaded (scripts then go through `call`). Never rejects. */
-export async function loadCommandClass(): Promise<CommandClass | null> {
-  try {
-    const mod = (await import('ioredis')) as unknown as { Command?: CommandClass; default?: { Command?: CommandClass } };
-    return mod.Command ?? mod.default?.Command ?? null;
-  } catch {
-    return null;
-  }
+export function loadCommandClass(): Promise<CommandClass | null> {
+  return loadIoRedis().then(
+    (io) => io.Command,
+    () => null,
+  );
 }
 
 /** Loaded on first use only, so importing rheo never loads ioredis (an optional peer). */
@@ -59,7 +58,7 @@ async function loadIoRedis(): Promise<IoRedisModule> {
     const Redis = mod.Redis ?? mod.default?.Redis;
     const Cluster = mod.Cluster ?? mod.default?.Cluster;
     if (!Redis || !Cluster) throw new Error('ioredis exports neither Redis nor Cluster');
-    return { Redis, Cluster };
+    return { Redis, Cluster, Command: mod.Command ?? mod.default?.Command ?? null };
   } catch (error) {
     throw new RheoError('unsupported', 'redisBackend needs the optional peer dependency ioredis 5: npm install ioredis', { cause: error });
   }
