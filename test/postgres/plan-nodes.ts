@@ -4,6 +4,8 @@ export interface PlanNode {
   'Relation Name'?: string;
   'Index Name'?: string;
   'Index Cond'?: string;
+  /** With ANALYZE: how many times the node ran. */
+  'Actual Loops'?: number;
   Plans?: PlanNode[];
 }
 

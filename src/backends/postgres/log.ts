@@ -197,6 +197,8 @@ export async function appendEvents(
     stream.name,
     options.notify,
     intArrayLiteral(batch.map((b) => b.input.size)),
+    // Only caller-given ids can be stored already: the ones generated above are new.
+    textArrayLiteral(batch.filter((b) => b.input.id !== null).map((b) => b.id)),
   ];
   const action = `append ${inputs.length} event(s) to stream "${stream.name}"`;
   const label = { action, stream: stream.name, writes: true };

@@ -321,7 +321,7 @@ function freshProbe(s: string, sequence: string): string {
 /** sql/append.ts; arguments as documented there. */
 export const [appendRoutine, appendRoutineReplanned] = routinePair(
   'append',
-  ['integer', 'text[]', 'text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'integer[]', 'timestamptz[]', 'text', 'text', 'boolean', 'integer[]'],
+  ['integer', 'text[]', 'text[]', 'text[]', 'jsonb[]', 'jsonb[]', 'integer[]', 'timestamptz[]', 'text', 'text', 'boolean', 'integer[]', 'text[]'],
   `id text, "partition" integer, sequence int8, existed boolean,
    type text, key text, payload jsonb, metadata jsonb, ts_ms int8`,
   queryBody(appendSql),
