@@ -40,6 +40,16 @@ async function countLog(client: pg.PoolClient | pg.Pool, schema: string, stream:
   return Number(rows[0]!.n);
 }
 
+/** Where each segment of the stream begins in partition 0, in segment order. */
+async function segmentStarts(schema: string, stream: string): Promise<number[]> {
+  const { rows } = await sharedPool().query<{ first_seq: string }>(
+    `SELECT g.first_seq FROM "${schema}".segments g JOIN "${schema}".streams s ON s.id = g.stream_id
+     WHERE s.name = $1 AND g.partition = 0 ORDER BY g.segment`,
+    [stream],
+  );
+  return rows.map((r) => Number(r.first_seq));
+}
+
 async function appendInBatches(rheo: Rheo, stream: string, batches: number, size: number): Promise<void> {
   for (let b = 0; b < batches; b++) {
     await rheo.appendBatch(stream, Array.from({ length: size }, (_, i) => ({ payload: b * size + i })));
@@ -129,6 +139,34 @@ describe('postgres log segments', () => {
     );
     expect(rows).toEqual([{ segment: 'events_1', n: '2' }]);
     expect((await rheo.read('s', { partition: 0 })).length + (await rheo.read('s', { partition: 1 })).length).toBe(2);
+  });
+
+  it('a process checks its segment every sixteenth of the span, and sees a retention policy set elsewhere at its next check', async () => {
+    // span 16,384 without retention: a check every 1,024 events, i.e. every 5th batch of 250.
+    const backend = await makeTestBackend(undefined, { segmentEvents: 16384 });
+    const rheo = createRheo({ backend, retention: noTrimmer });
+    await rheo.createStream('s');
+    await appendInBatches(rheo, 's', 70, 250);
+    // Checked at 1,250, 2,500, ... events: the first check past 16,384 is at 17,500 (every 256 events it was 16,500).
+    expect(await segmentStarts(backend.schema, 's')).toEqual([1, 17501]);
+
+    // Another process gives the stream maxEvents 1,024 (span 256, a check every 256 events).
+    const other = postgresBackend({ pool: sharedPool() }, { schema: backend.schema, segmentEvents: 16384 });
+    await createRheo({ backend: other, retention: noTrimmer }).setRetention('s', { maxEvents: 1024 });
+    await appendInBatches(rheo, 's', 10, 250);
+    // Seen at the next check (1,250 events after the last one), and every 2 batches from then on.
+    expect(await segmentStarts(backend.schema, 's')).toEqual([1, 17501, 18751, 19251, 19751]);
+    await other.close();
+  });
+
+  it('setRetention in the same process makes its next append check the segment', async () => {
+    const backend = await makeTestBackend(undefined, { segmentEvents: 16384 });
+    const rheo = createRheo({ backend, retention: noTrimmer });
+    await rheo.createStream('s');
+    await appendInBatches(rheo, 's', 2, 250);
+    await rheo.setRetention('s', { maxEvents: 1024 });
+    await appendInBatches(rheo, 's', 1, 250);
+    expect(await segmentStarts(backend.schema, 's')).toEqual([1, 751]);
   });
 
   it('an append racing another of the same id in the same segment comes back existed', async () => {

@@ -182,12 +182,14 @@ async function forgetUnsettled(
 }
 
 async function setRetention(ctx: RetentionContext, stream: string, policy: RetentionPolicy | null): Promise<void> {
-  const rows = await ctx.db.query(
+  const rows = await ctx.db.query<{ id: number }>(
     { action: `set the retention of stream "${stream}"`, stream, writes: true },
     ctx.retention.setRetention,
     [stream, policy?.maxAgeMs ?? null, policy?.maxEvents ?? null],
   );
   if (rows.length === 0) throw streamNotFound(stream);
+  // Its next append checks the segment again, spaced by the new policy from then on.
+  ctx.segments.forget(rows[0]!.id);
 }
 
 async function deleteGroup(ctx: RetentionContext, stream: string, group: string, groupId: number): Promise<void> {

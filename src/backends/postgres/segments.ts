@@ -11,16 +11,31 @@ import type { Database } from './connection.js';
 export const DEFAULT_SEGMENT_EVENTS = 1 << 20;
 
 /**
- * Appended events a process counts per stream before it asks whether the
- * stream's current segment is full (one cheap call of `roll_segment`). A
- * segment overshoots its span by at most this many events per appending
- * process, which is small against the smallest span (256 events per
- * partition times the partitions, or a quarter of `maxEvents`).
+ * Appended events a process counts per stream before it asks again whether
+ * the stream's current segment is full (one call of `roll_segment`): at
+ * least this many, the smallest span (256 events per partition).
  */
 const CHECK_EVERY = 256;
 
+/** At most this many: a retention policy set by another process is seen within it. */
+const MAX_QUIET = 1 << 14;
+
 /** After a roll gave up, the next check waits 4× longer, up to this many events. */
 const MAX_CHECK_EVERY = 1 << 16;
+
+/**
+ * The events between checks of a stream whose retention is as given: a
+ * sixteenth of its span (the count that opens a segment, migration 009),
+ * between CHECK_EVERY and MAX_QUIET, so that a segment overshoots its span
+ * by at most a sixteenth of it (or 256 events) per appending process.
+ * Checking every 256 events cost a 1,000-event append one more round trip
+ * each time. An age policy keeps CHECK_EVERY: its segments open by time.
+ */
+export function checkInterval(maxSpan: number, maxEvents: number | null, byAge: boolean): number {
+  if (byAge) return CHECK_EVERY;
+  const span = Math.min(maxSpan, Math.max(256, maxEvents === null ? maxSpan : Math.floor(maxEvents / 4)));
+  return Math.max(CHECK_EVERY, Math.min(MAX_QUIET, Math.floor(span / 16)));
+}
 
 /**
  * Opens a stream's next segment when its current one is due
@@ -42,7 +57,7 @@ export class SegmentRoller {
   readonly #onOpened: () => void;
   /** Events appended through this process per stream id since its last check; absent: never checked. */
   readonly #sinceCheck = new Map<number, number>();
-  /** Per stream id, the events between checks when above CHECK_EVERY (after rolls that gave up). */
+  /** Per stream id, the events until its next check: checkInterval() after an answer, 4× more after each roll that gave up. */
   readonly #interval = new Map<number, number>();
   #failures = 0;
 
@@ -59,7 +74,7 @@ export class SegmentRoller {
     return this.#failures;
   }
 
-  /** After an append through the pool: checks on the first append per stream, then every CHECK_EVERY events. */
+  /** After an append through the pool: checks on the first append per stream, then every checkInterval() events. */
   async appended(streamId: number, stream: string, count: number): Promise<void> {
     const seen = this.#sinceCheck.get(streamId);
     const total = (seen ?? 0) + count;
@@ -68,10 +83,11 @@ export class SegmentRoller {
       this.#sinceCheck.set(streamId, total);
       return;
     }
-    this.#sinceCheck.set(streamId, 0);
     const { gaveUp } = await this.#attempt(streamId, stream);
-    if (gaveUp) this.#interval.set(streamId, Math.min(interval * 4, MAX_CHECK_EVERY));
-    else this.#interval.delete(streamId);
+    if (gaveUp) {
+      this.#sinceCheck.set(streamId, 0);
+      this.#interval.set(streamId, Math.min(interval * 4, MAX_CHECK_EVERY));
+    }
   }
 
   /** Opens the next segment if due; returns it, or null when none was due or the roll gave up. */
@@ -79,15 +95,19 @@ export class SegmentRoller {
     return (await this.#attempt(streamId, stream)).segment;
   }
 
+  /** One check; when answered, the stream's next one is checkInterval() events away. */
   async #attempt(streamId: number, stream: string): Promise<{ segment: number | null; gaveUp: boolean }> {
     try {
-      const [row] = await this.#db.query<{ segment: string | number | null }>(
+      const [row] = await this.#db.query<{ segment: string | number | null; max_events: string | number | null; by_age: boolean | null }>(
         { action: `open the next segment of stream "${stream}"`, stream, writes: true },
         this.#statement,
         [streamId, this.#maxSpan],
       );
       const segment = row?.segment === null || row?.segment === undefined ? null : Number(row.segment);
       if (segment !== null) this.#onOpened();
+      const maxEvents = row?.max_events === null || row?.max_events === undefined ? null : Number(row.max_events);
+      this.#sinceCheck.set(streamId, 0);
+      this.#interval.set(streamId, checkInterval(this.#maxSpan, maxEvents, row?.by_age === true));
       return { segment, gaveUp: false };
     } catch {
       this.#failures++;

@@ -199,11 +199,14 @@ export function streamSegmentsSql(s: string): string {
 
 /**
  * Opens the stream's next segment when its current one is full or old
- * enough (migration 009); returns the new segment or null. $1 stream_id,
- * $2 the largest span.
+ * enough (migration 009); returns the new segment or null, and the
+ * stream's retention as it stands (segments.ts spaces the next check by
+ * it). $1 stream_id, $2 the largest span.
  */
 export function rollSegmentSql(s: string): string {
-  return `SELECT ${s}.roll_segment($1::int, $2::int8) AS segment`;
+  return `SELECT ${s}.roll_segment($1::int, $2::int8) AS segment,
+       st.retention_max_events AS max_events, st.retention_max_age_ms IS NOT NULL AS by_age
+FROM (SELECT 1) one LEFT JOIN ${s}.streams st ON st.id = $1`;
 }
 
 /**
