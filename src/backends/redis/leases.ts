@@ -7,7 +7,8 @@ import { decodeEvent, encodeReason } from './codec.js';
 import { planCounts, planFetch, type FetchPlan, type FetchShare, type PartitionPeek } from './fetch-plan.js';
 import { CLAIM, INIT_GROUP, PEEK, RENEW, SETTLE } from './lua/scripts.js';
 import * as retention from './retention.js';
-import { checkStart, partitionList, scopeOf, startArgs, type GroupMeta, type RedisStore } from './store.js';
+import { checkStart, partitionList, scopeOf, startArgs } from './partition-scope.js';
+import type { GroupMeta, RedisStore } from './store.js';
 
 /** Groups and per-event leases on Redis: each partition's deliveries are claimed, renewed and settled by one script on its slot. */
 export class RedisLeases implements LeaseStore {

@@ -8,7 +8,8 @@ import type { FailureContext } from './errors.js';
 import { APPEND } from './lua/scripts.js';
 import { queryPartitions } from './query.js';
 import * as retention from './retention.js';
-import { range, type RedisStore, type StreamMeta } from './store.js';
+import { range } from './partition-scope.js';
+import type { RedisStore, StreamMeta } from './store.js';
 
 /** The log on Redis: one Redis stream per partition, appends that publish to wake producers, reads and queries. */
 export class RedisLog implements LogStore, NotificationStore {

@@ -5,7 +5,8 @@ import { decodeEvent, decodeReason } from './codec.js';
 import type { FailureContext } from './errors.js';
 import { DEAD_LETTERS, INFO, REDRIVE, REPLAY, RESET_GROUP } from './lua/scripts.js';
 import { matchingSequences } from './query.js';
-import { checkStart, coveredOf, scopeOf, startArgs, type GroupMeta, type RedisStore } from './store.js';
+import { checkStart, coveredOf, scopeOf, startArgs } from './partition-scope.js';
+import type { GroupMeta, RedisStore } from './store.js';
 
 /** A group's progress on Redis: lag and counts, replay, reset, dead letters and their redrive, one script per partition. */
 export class RedisProgress implements ProgressStore {

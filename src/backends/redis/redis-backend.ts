@@ -33,7 +33,8 @@ import { RedisLog } from './log.js';
 import { RedisOwnership } from './ownership.js';
 import { RedisProgress } from './progress.js';
 import * as retention from './retention.js';
-import { coveredOf, RedisStore } from './store.js';
+import { coveredOf } from './partition-scope.js';
+import { RedisStore } from './store.js';
 
 export type { RedisClientLike, RedisConnection } from './connection.js';
 

@@ -1,13 +1,12 @@
-import type { GroupStart } from '../../core/backend.js';
 import type { Clock } from '../../core/clock.js';
-import { RheoError, groupNotFound, invalidPartition, streamNotFound } from '../../core/errors.js';
-import { checkStartScope, scopedPartitions } from '../../core/partition-scope.js';
+import { RheoError, groupNotFound, streamNotFound } from '../../core/errors.js';
 import { connectReady, createClient, loadCommandClass, ScriptRunner, type RedisClientLike, type RedisConnection } from './connection.js';
 import type { FailureContext } from './errors.js';
 import type { KeyLayout } from './keys.js';
 import type { LuaScript } from './lua/scripts.js';
 import { FENCING_VARIANTS } from './lua/ownership-scripts.js';
 import { AppendWaiters } from './notifications.js';
+import { range } from './partition-scope.js';
 import type { StreamCatalogEntry } from './retention.js';
 
 /** A first connection (a cluster's included: slots discovered) that takes longer fails with backend_unavailable. */
@@ -364,41 +363,6 @@ export class RedisStore {
     );
     return found;
   }
-}
-
-export function range(n: number): number[] {
-  return [...Array(n).keys()];
-}
-
-export function partitionList(stream: string, partitions: number, only: number[] | null): number[] {
-  if (only === null) return range(partitions);
-  for (const p of only) if (p >= partitions) throw invalidPartition(stream, p, partitions);
-  return only;
-}
-
-/** The partitions group `g` covers: its own, or all of the stream's. */
-export function coveredOf(meta: StreamMeta, g: GroupMeta): number[] {
-  return g.partitions ? [...g.partitions] : range(meta.partitions);
-}
-
-/** The partitions a call on a group covers: the group's, or `only` (each in the stream, else out of range, and in the group). */
-export function scopeOf(stream: string, group: string, meta: StreamMeta, g: GroupMeta, only: number[] | null): number[] {
-  if (only !== null) partitionList(stream, meta.partitions, only);
-  return scopedPartitions(stream, group, coveredOf(meta, g), only);
-}
-
-/** A start map may only name partitions of the stream, and of `scope`. */
-export function checkStart(stream: string, group: string, meta: StreamMeta, start: GroupStart, scope: readonly number[]): void {
-  if (start.kind !== 'after') return;
-  for (const key of Object.keys(start.perPartition)) {
-    if (Number(key) >= meta.partitions) throw invalidPartition(stream, key, meta.partitions);
-  }
-  checkStartScope(stream, group, start.perPartition, scope);
-}
-
-export function startArgs(start: GroupStart, partition: number): (string | number)[] {
-  if (start.kind === 'at') return ['at', start.at.getTime()];
-  return ['after', start.perPartition[partition] ?? start.after];
 }
 
 /** A group's entry in the catalog cache (a NUL cannot occur in a stream name, so a stream's keys share its prefix). */

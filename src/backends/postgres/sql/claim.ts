@@ -2,6 +2,12 @@ import { ms } from '../connection.js';
 import { eventColumns, eventSize, nowSql } from '../rows.js';
 import { memberBit, stillInRange } from './ranges.js';
 
+/*
+ * Past ~400 lines on purpose: the claim is one statement of some fifteen
+ * CTEs, written once here and cut into its three paths (below). Split over
+ * files, a CTE and the path that leaves it out would be read apart.
+ */
+
 /**
  * Which claim: `full` handles every kind of claimable delivery; `fresh` is the
  * same statement without the CTEs for open rows, expired ranges and spent

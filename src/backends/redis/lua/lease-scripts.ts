@@ -1,6 +1,10 @@
 import { groupScript } from './script.js';
 
-/* The leases' scripts: a group's start, and fetch (peek, claim), renew and settle. */
+/*
+ * The leases' scripts: a group's start, and fetch (peek, claim), renew and
+ * settle. Past ~400 lines on purpose: they are Lua over the same keys, and
+ * the claim's writes are read best beside the settle that undoes them.
+ */
 
 /**
  * Sets a group's start in one partition unless it already has state there.
