@@ -1,8 +1,22 @@
-import type { PreparedText } from './statements.js';
 import pg from 'pg';
 import { currentCallSignal } from '../../core/call-options.js';
 import { RheoError } from '../../core/errors.js';
 import { classifyError, sqlState, type FailureContext } from './errors.js';
+
+/**
+ * A statement sent as a named prepared statement: parsed once per connection
+ * and, once PostgreSQL settles on its generic plan, no longer planned per
+ * call. Only the hot statements whose generic plans are pinned by
+ * test/postgres/explain.test.ts are named (docs/design.md#postgresql-measurements: an unchecked
+ * generic claim plan once collapsed to 40 tps). PostgreSQL never settles on
+ * the generic plan of the claim and the append by itself, so those two are
+ * calls of routines.ts functions that force it. The name carries a hash of
+ * the text, so backends on different schemas never share a name.
+ */
+export interface PreparedText {
+  readonly name: string;
+  readonly text: string;
+}
 
 /** What a statement is, for error classification and messages. */
 export type StatementContext = Omit<FailureContext, 'sent'>;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { PreparedText } from './connection.js';
 import {
   appendRoutine,
   appendRoutineReplanned,
@@ -47,21 +48,6 @@ import {
   lookupGroupSql,
   lookupStreamSql,
 } from './sql/streams.js';
-
-/**
- * A statement sent as a named prepared statement: parsed once per connection
- * and, once PostgreSQL settles on its generic plan, no longer planned per
- * call. Only the hot statements whose generic plans are pinned by
- * test/postgres/explain.test.ts are named (docs/design.md#postgresql-measurements: an unchecked
- * generic claim plan once collapsed to 40 tps). PostgreSQL never settles on
- * the generic plan of the claim and the append by itself, so those two are
- * calls of routines.ts functions that force it. The name carries a hash of
- * the text, so backends on different schemas never share a name.
- */
-export interface PreparedText {
-  readonly name: string;
-  readonly text: string;
-}
 
 /**
  * Every fixed statement, rendered once per backend for its schema.

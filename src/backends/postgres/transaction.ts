@@ -12,11 +12,10 @@ import type {
 import { RheoError, invalidArgument } from '../../core/errors.js';
 import { appendEvents, type AppendTarget } from './log.js';
 import type { Catalog } from './catalog.js';
-import { TYPES, asError, brokenConnection, type CheckedOut, type Runner, type StatementContext } from './connection.js';
+import { TYPES, asError, brokenConnection, type CheckedOut, type PreparedText, type Runner, type StatementContext } from './connection.js';
 import { classifyError, sqlState } from './errors.js';
 import { settleLeases } from './leases.js';
 import { commit as commitOffsets } from './ownership.js';
-import type { PreparedText } from './statements.js';
 import type { StoreContext } from './store.js';
 
 /** The pg client surface rheo really calls: a config object with pinned type parsers. */
