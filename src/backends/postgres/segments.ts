@@ -83,16 +83,21 @@ export class SegmentRoller {
       this.#sinceCheck.set(streamId, total);
       return;
     }
+    // Before the call: appends that finish while it is out count towards the next check, not towards another one now.
+    this.#sinceCheck.set(streamId, 0);
     const { gaveUp } = await this.#attempt(streamId, stream);
-    if (gaveUp) {
-      this.#sinceCheck.set(streamId, 0);
-      this.#interval.set(streamId, Math.min(interval * 4, MAX_CHECK_EVERY));
-    }
+    if (gaveUp) this.#interval.set(streamId, Math.min(interval * 4, MAX_CHECK_EVERY));
   }
 
-  /** Opens the next segment if due; returns it, or null when none was due or the roll gave up. */
+  /**
+   * Opens the next segment if due; returns it, or null when none was due or
+   * the roll gave up. Answered for a stream this process has not appended
+   * to yet (it has just created it), it stands for the first append's check.
+   */
   async roll(streamId: number, stream: string): Promise<number | null> {
-    return (await this.#attempt(streamId, stream)).segment;
+    const { segment, gaveUp } = await this.#attempt(streamId, stream);
+    if (!gaveUp && !this.#sinceCheck.has(streamId)) this.#sinceCheck.set(streamId, 0);
+    return segment;
   }
 
   /** One check; when answered, the stream's next one is checkInterval() events away. */
@@ -106,7 +111,6 @@ export class SegmentRoller {
       const segment = row?.segment === null || row?.segment === undefined ? null : Number(row.segment);
       if (segment !== null) this.#onOpened();
       const maxEvents = row?.max_events === null || row?.max_events === undefined ? null : Number(row.max_events);
-      this.#sinceCheck.set(streamId, 0);
       this.#interval.set(streamId, checkInterval(this.#maxSpan, maxEvents, row?.by_age === true));
       return { segment, gaveUp: false };
     } catch {
