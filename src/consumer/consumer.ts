@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { SettleOp } from '../core/backend.js';
+import type { FetchRequest, SettleOp } from '../core/backend.js';
 import { requireCapability } from '../core/capabilities.js';
 import { RheoError, isRheoError } from '../core/errors.js';
 import { log, type Logger } from '../core/logger.js';
@@ -88,6 +88,8 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly #partitions: number[] | null;
   readonly #fetchBackoff: BackoffOptions;
   readonly #timers: Timers;
+  /** Whether the idle wait and the claim after it go to the store as one step (#idleClaim). */
+  readonly #blocking: boolean;
   readonly #logger: Logger;
   readonly #telemetry: RheoTelemetry | null;
   readonly #report: ReturnType<typeof producerReporter>;
@@ -173,6 +175,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
     this.#partitions = o.partitions ? [...new Set(o.partitions)].sort((a, b) => a - b) : null;
     this.#fetchBackoff = o.fetchBackoff ?? { initialMs: Math.min(o.pollMs, 100), maxMs: 30_000 };
     this.#timers = o.timers ?? systemTimers;
+    this.#blocking = source.capabilities.blockingFetch && o.timers === undefined;
     const wait: AppendWaitFn | null = source.capabilities.notifications ? (stream, ms, signal) => source.waitForAppend(stream, ms, signal) : null;
     this.#appends = new AppendListener(wait, o.stream, o.pollMs, o.maxPollMs, this.#timers, this.#halt.signal, () => source.clock.now());
     this.#report = producerReporter(UNHEARD, this.#logger);
@@ -287,25 +290,36 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   }
 
   async #fetchLoop(): Promise<void> {
+    // Whether the last claim left nothing claimable: wait for an append or the poll before the next.
+    let idle = false;
     while (this.#state === 'running') {
       const room = this.maxDemand - this.#held.size;
       if (room < this.#minDemand) return; // near the cap: settles resume us
       const limit = Math.min(room, this.#claimLimit);
+      const request: FetchRequest = {
+        limit,
+        consumerId: this.consumerId,
+        leaseMs: this.#options.leaseMs,
+        partitions: this.#partitions,
+        maxBytes: this.#source.defaults.maxFetchBytes,
+      };
       let leases: Lease<T>[];
       try {
-        const claimed = this.#source.claim<T>(this.stream, this.group, {
-          limit,
-          consumerId: this.consumerId,
-          leaseMs: this.#options.leaseMs,
-          partitions: this.#partitions,
-          maxBytes: this.#source.defaults.maxFetchBytes,
-        });
-        // Listen right after the claim is issued, before anything can run in
-        // between: an append that lands while the claim is on its way still
-        // finds this wait (its notification is read only after this turn). A
-        // woken consumer's claim leaves without waiting for the registration.
-        this.#appends.listen();
-        leases = await claimed;
+        if (idle) {
+          idle = false;
+          const found = await this.#idleClaim(request);
+          // Waited as usual (the store could not wait itself): claim with the room there is now.
+          if (found === null) continue;
+          leases = found;
+        } else {
+          const claimed = this.#source.claim<T>(this.stream, this.group, request);
+          // Listen right after the claim is issued, before anything can run in
+          // between: an append that lands while the claim is on its way still
+          // finds this wait (its notification is read only after this turn). A
+          // woken consumer's claim leaves without waiting for the registration.
+          this.#appends.listen();
+          leases = await claimed;
+        }
       } catch (error) {
         if (this.#state !== 'running') return;
         await this.#fetchFailed(asRheoError(error, 'fetch'));
@@ -320,7 +334,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
         return;
       }
       if (leases.length === 0) {
-        await this.#appends.idle();
+        idle = true;
         continue;
       }
       this.#appends.found();
@@ -329,8 +343,24 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       this.#pump();
       // A short claim means nothing else was claimable: wait for an append or
       // the poll instead of a claim that would come back empty.
-      if (leases.length < limit && this.#state === 'running') await this.#appends.idle();
+      idle = leases.length < limit;
     }
+  }
+
+  /**
+   * The idle wait and the claim after it. A store that can wait for the
+   * append itself (capability `blockingFetch`) gets the claim before the
+   * append lands and runs it as the append does. `null` when the usual idle
+   * wait ran instead: the store could not wait so, or the consumer runs on
+   * timers of the caller's (a blocking wait is timed by the store, not by
+   * them); the caller claims then.
+   */
+  #idleClaim(request: FetchRequest): Promise<Lease<T>[] | null> {
+    if (!this.#blocking) return this.#appends.idle().then(() => null);
+    return this.#appends.idleFetch(async (ms, signal) => {
+      const got = await this.#source.claimAfterAppend<T>(this.stream, this.group, request, ms, signal);
+      return got && { found: got.leases, appended: got.appended };
+    });
   }
 
   async #fetchFailed(error: RheoError): Promise<void> {

@@ -1,5 +1,5 @@
 import type { RheoError } from './errors.js';
-import type { JsonObject, JsonValue, RheoEvent } from './types.js';
+import type { JsonObject, JsonValue, Lease, RheoEvent } from './types.js';
 
 /*
  * The values that cross the backend contract (core/backend.ts): requests the
@@ -191,6 +191,12 @@ export interface FetchRequest {
    * claims the first one. Deliveries past the stop stay claimable.
    */
   maxBytes: number;
+}
+
+/** What `fetchAfterAppend` claimed, and whether an append (rather than the timeout or an abort) ended its wait. */
+export interface BlockingFetchResult {
+  leases: Lease[];
+  appended: boolean;
 }
 
 export interface LeaseRef {

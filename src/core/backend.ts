@@ -4,6 +4,7 @@ import type { DeadLetter, GroupInfo, GroupMembership, LagReport, Lease, QueryRes
 import type {
   AppendOutcome,
   CommitOp,
+  BlockingFetchResult,
   FetchRequest,
   GroupSpec,
   GroupStart,
@@ -203,6 +204,23 @@ export interface NotificationStore {
   waitForAppend(stream: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
 }
 
+/** Capability `blockingFetch`. */
+export interface BlockingFetchStore {
+  /**
+   * An idle consumer's wait and its next fetch in one step, inside the store:
+   * waits until an append to `stream` lands after the log's end as this
+   * process's last short fetch from the group saw it (that fetch took
+   * everything claimable then), or `timeoutMs` passes, or `signal` aborts,
+   * then fetches as `fetch` does, with no round trip between the append and
+   * the claim. `appended` says whether an append ended the wait. Resolves
+   * `null` without claiming anything when it cannot wait this way for this
+   * request now (the caller waits with `waitForAppend` and fetches); after
+   * an abort it still resolves what the fetch claimed, which the caller gives
+   * back. Errors as `fetch`.
+   */
+  fetchAfterAppend(stream: string, group: string, request: FetchRequest, timeoutMs: number, signal: AbortSignal): Promise<BlockingFetchResult | null>;
+}
+
 /** Capability `partitionOwnership`. */
 export interface OwnershipStore {
   /**
@@ -297,6 +315,7 @@ export interface RetentionStore {
 /** The optional interface behind each optional capability flag. */
 export interface CapabilityStores {
   notifications: NotificationStore;
+  blockingFetch: BlockingFetchStore;
   partitionOwnership: OwnershipStore;
   transactions: TransactionStore;
   retention: RetentionStore;
@@ -314,6 +333,7 @@ export interface Backend
     LeaseStore,
     ProgressStore,
     Partial<NotificationStore>,
+    Partial<BlockingFetchStore>,
     Partial<OwnershipStore>,
     Partial<TransactionStore>,
     Partial<RetentionStore> {}
@@ -329,6 +349,8 @@ export interface BackendCapabilities {
   readonly distributed: boolean;
   /** Implements `waitForAppend`. */
   readonly notifications: boolean;
+  /** Implements `fetchAfterAppend`: an idle consumer's claim runs in the store as the append lands (Redis on one server). */
+  readonly blockingFetch: boolean;
   /** Calls can join a transaction the application owns (outbox append, settle with the app's writes): `transaction`, `beginTransaction`. */
   readonly transactions: boolean;
   /** Partition-ownership consumption (members, assignments, generations): `heartbeat` and the calls after it. */

@@ -57,6 +57,29 @@ export function createLeaseSource(host: LeaseSourceHost): LeaseSource {
       return traced(telemetry?.settle(ops), () => host.call(() => backend.settle(ops), SETTLE_MANY));
     },
 
+    async claimAfterAppend<T extends JsonValue = JsonValue>(
+      stream: string,
+      group: string,
+      request: FetchRequest,
+      timeoutMs: number,
+      signal: AbortSignal,
+    ): Promise<{ leases: Lease<T>[]; appended: boolean } | null> {
+      if (!backend.capabilities.blockingFetch || !backend.fetchAfterAppend) return null;
+      host.assertOpen();
+      const target = (): CallTarget => ({ action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group });
+      // Recorded as a fetch whose time includes its wait; one that could not wait ran nothing and records nothing.
+      const finish = telemetry?.receive(stream, group, request.consumerId);
+      let got: { leases: Lease[]; appended: boolean } | null;
+      try {
+        got = await host.call(() => backend.fetchAfterAppend!(stream, group, request, timeoutMs, signal), target);
+      } catch (error) {
+        finish?.(null, error);
+        throw error;
+      }
+      if (got !== null) finish?.(got.leases);
+      return got as { leases: Lease<T>[]; appended: boolean } | null;
+    },
+
     waitForAppend(stream: string, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
       if (!backend.capabilities.notifications || !backend.waitForAppend) return Promise.resolve(false);
       return backend.waitForAppend(stream, timeoutMs, signal);

@@ -118,12 +118,33 @@ export class AppendListener {
   /** Waits the idle wait (see the class comment), or less when the registered wait ends (an append, or its own timeout) or `halt` aborts. */
   idle(): Promise<void> {
     this.listen();
-    // The store's wait stays registered when this idle wait ends by its timer:
-    // it serves the next one (a fresh wait per poll would pile up, each with a
-    // listener on `halt`, for as long as the store's wait lasts).
-    const woken = this.#listening;
-    const halt = this.#halt;
-    if (halt.aborted) return Promise.resolve();
+    if (this.#halt.aborted) return Promise.resolve();
+    return this.#idleFor(this.#nextWait());
+  }
+
+  /**
+   * The idle wait and the fetch after it in one step, when the store can wait
+   * inside itself (`block`, given the wait's length and `halt`): resolves
+   * what that fetch found. When the store cannot (`block` resolves `null`),
+   * waits the idle wait as `idle()` does and resolves `null`: the caller then
+   * fetches. Either way the wait's length and what ended it count as
+   * `idle()`'s do (an append, its timer, or neither).
+   */
+  async idleFetch<R>(block: (ms: number, signal: AbortSignal) => Promise<{ found: R; appended: boolean } | null>): Promise<R | null> {
+    if (this.#halt.aborted) return null;
+    const wait = this.#nextWait();
+    const got = await block(wait.ms, this.#halt);
+    if (got === null) {
+      this.listen();
+      await this.#idleFor(wait);
+      return null;
+    }
+    this.#end(got.appended ? 'woken' : wait.expected || this.#halt.aborted ? null : 'timer');
+    return got.found;
+  }
+
+  /** The next idle wait's length, and whether a time given to `expect` cut it (see the class comment). */
+  #nextWait(): { ms: number; expected: boolean } {
     let ms = this.#pollMs;
     if (this.#wait !== null && this.#trusted) {
       // Another empty poll that no notification ended: wait longer.
@@ -146,18 +167,30 @@ export class AppendListener {
         expected = true;
       }
     }
+    return { ms, expected };
+  }
+
+  /** How an idle wait ended: `null` for a halt or an expected time (neither says whether appends are announced). */
+  #end(how: 'woken' | 'timer' | null): void {
+    if (how === 'woken') {
+      this.#trusted = true;
+      this.#idleMs = this.#pollMs;
+    }
+    this.#ended = how;
+  }
+
+  #idleFor({ ms, expected }: { ms: number; expected: boolean }): Promise<void> {
+    // The store's wait stays registered when this idle wait ends by its timer:
+    // it serves the next one (a fresh wait per poll would pile up, each with a
+    // listener on `halt`, for as long as the store's wait lasts).
+    const woken = this.#listening;
     return new Promise<void>((resolve) => {
       let settled = false;
-      // How it ended: `null` for a halt or an expected time (neither says whether appends are announced).
       const done = (how: 'woken' | 'timer' | null): void => {
         settled = true;
         timer.cancel();
         this.#onHalt = null;
-        if (how === 'woken') {
-          this.#trusted = true;
-          this.#idleMs = this.#pollMs;
-        }
-        this.#ended = how;
+        this.#end(how);
         resolve();
       };
       const timer = this.#timers.schedule(ms, () => done(expected ? null : 'timer'));

@@ -69,6 +69,18 @@ export interface LeaseSource {
   settle(ops: SettleOp[]): Promise<SettleOutcome[]>;
   /** Resolves `true` on an append to `stream`, `false` at the timeout or on abort; `false` at once without notifications. */
   waitForAppend(stream: string, timeoutMs: number, signal: AbortSignal): Promise<boolean>;
+  /**
+   * The store's `fetchAfterAppend` (capability `blockingFetch`), traced as
+   * `claim`: the idle wait and the claim after it in one step. `null` at
+   * once without the capability, or when the store cannot wait so now.
+   */
+  claimAfterAppend<T extends JsonValue = JsonValue>(
+    stream: string,
+    group: string,
+    request: FetchRequest,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<{ leases: Lease<T>[]; appended: boolean } | null>;
 }
 
 /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createRheo } from '../../src/rheo.js';
 import { expectCode, useFixture, type BackendFactory } from './fixture.js';
 
-const CAPABILITIES = ['durable', 'distributed', 'notifications', 'transactions', 'partitionOwnership', 'retention', 'cluster'];
+const CAPABILITIES = ['durable', 'distributed', 'notifications', 'blockingFetch', 'transactions', 'partitionOwnership', 'retention', 'cluster'];
 
 export function registerHealthTests(makeBackend: BackendFactory): void {
   describe('health and capabilities', () => {
@@ -50,6 +50,9 @@ export function registerHealthTests(makeBackend: BackendFactory): void {
       if (backend.name !== 'redis') expect(rheo.capabilities.cluster).toBe(false);
       if (rheo.capabilities.cluster) expect(rheo.capabilities.distributed).toBe(true);
       expect(rheo.capabilities.notifications).toBe(typeof backend.waitForAppend === 'function');
+      // A blocking fetch waits on one server's connection; only Redis has one, and never on a cluster.
+      if (rheo.capabilities.blockingFetch) expect(typeof backend.fetchAfterAppend).toBe('function');
+      if (backend.name !== 'redis' || rheo.capabilities.cluster) expect(rheo.capabilities.blockingFetch).toBe(false);
     });
 
     it('a second facade over the same backend reports the same capabilities', () => {

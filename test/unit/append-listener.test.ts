@@ -202,4 +202,106 @@ describe('AppendListener', () => {
     expect(await isSettled(idle)).toBe(true);
     expect(await isSettled(appends.idle())).toBe(true);
   });
+
+  describe('idleFetch (a store that waits for the append itself)', () => {
+    /** A blocking store: records each wait's length and answers as told. */
+    function blocking(answers: Array<{ found: string; appended: boolean } | null>) {
+      const asked: number[] = [];
+      const block = (ms: number): Promise<{ found: string; appended: boolean } | null> => {
+        asked.push(ms);
+        return Promise.resolve(answers.shift() ?? null);
+      };
+      return { asked, block };
+    }
+
+    it('gives the store the length of the idle wait, backing off while its waits end empty, from pollMs again after an append', async () => {
+      const store = new Store();
+      const appends = listener(store);
+      const { asked, block } = blocking([
+        { found: '', appended: false },
+        { found: '', appended: false },
+        { found: '', appended: false },
+        { found: 'e1', appended: true },
+        { found: '', appended: false },
+      ]);
+      const found: Array<string | null> = [];
+      for (let i = 0; i < 5; i++) {
+        const got = await appends.idleFetch(block);
+        found.push(got);
+        if (got) appends.found();
+      }
+      expect(asked).toEqual([100, 200, 400, 800, 100]);
+      expect(found).toEqual(['', '', '', 'e1', '']);
+      // Neither the store's own wait nor a timer was used.
+      expect(store.timeouts).toEqual([]);
+    });
+
+    it('a find at the timeout of a wait (no append announced it) keeps the next waits at pollMs', async () => {
+      const store = new Store();
+      const appends = listener(store);
+      const { asked, block } = blocking([
+        { found: '', appended: false },
+        { found: 'retry', appended: false },
+        { found: '', appended: false },
+        { found: '', appended: false },
+      ]);
+      for (let i = 0; i < 4; i++) if (await appends.idleFetch(block)) appends.found();
+      expect(asked).toEqual([100, 200, 100, 100]);
+    });
+
+    it('an expected time cuts the wait it gives the store, and ending there is no surprise', async () => {
+      const store = new Store();
+      const appends = listener(store);
+      const { asked, block } = blocking([
+        { found: '', appended: false },
+        { found: 'due', appended: false },
+        { found: '', appended: false },
+      ]);
+      await appends.idleFetch(block);
+      appends.expect(store.clock.now() + 150);
+      if (await appends.idleFetch(block)) appends.found();
+      await appends.idleFetch(block);
+      expect(asked).toEqual([100, 150, 100]);
+    });
+
+    it('when the store cannot wait, waits the usual idle wait on its timers and resolves null', async () => {
+      const store = new Store();
+      const appends = listener(store);
+      const { asked, block } = blocking([null]);
+      let got: string | null | undefined;
+      void appends.idleFetch(block).then((r) => (got = r));
+      await turns();
+      expect(asked).toEqual([100]);
+      // The store's wait is registered, and the wait runs on the timers.
+      expect(store.timeouts).toEqual([1_600]);
+      store.timers.advance(99);
+      await turns();
+      expect(got).toBeUndefined();
+      store.timers.advance(1);
+      await turns();
+      expect(got).toBeNull();
+      // That wait ended by its timer: the next one is longer.
+      expect(await waited(store, appends)).toBe(200);
+    });
+
+    it('does not ask the store once halted, and a wait the halt ended leaves the pace as it was', async () => {
+      const store = new Store();
+      const halt = new AbortController();
+      const appends = listener(store, halt);
+      await appends.idleFetch(blocking([{ found: '', appended: false }]).block);
+      const ended = blocking([]);
+      const inFlight = appends.idleFetch(async (ms, signal) => {
+        ended.asked.push(ms);
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        return { found: 'given back', appended: false };
+      });
+      await turns();
+      halt.abort();
+      expect(await inFlight).toBe('given back');
+      expect(ended.asked).toEqual([200]);
+      const after = blocking([{ found: '', appended: false }]);
+      expect(await appends.idleFetch(after.block)).toBeNull();
+      expect(after.asked).toEqual([]);
+    });
+  });
 });

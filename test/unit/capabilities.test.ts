@@ -8,6 +8,7 @@ const none: BackendCapabilities = {
   durable: false,
   distributed: false,
   notifications: false,
+  blockingFetch: false,
   transactions: false,
   partitionOwnership: false,
   retention: false,

@@ -60,6 +60,7 @@ class MemoryBackend implements Backend {
     durable: false,
     distributed: false,
     notifications: true,
+    blockingFetch: false,
     transactions: false,
     partitionOwnership: true,
     retention: true,

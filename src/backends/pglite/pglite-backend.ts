@@ -54,6 +54,7 @@ export class PgliteBackend extends PostgresBackend {
     // One process per data directory (data-dir-lock.ts).
     distributed: false,
     notifications: true,
+    blockingFetch: false,
     transactions: true,
     partitionOwnership: true,
     retention: true,

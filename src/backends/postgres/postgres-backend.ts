@@ -70,6 +70,7 @@ export class PostgresBackend implements Backend {
     durable: true,
     distributed: true,
     notifications: true,
+    blockingFetch: false,
     transactions: true,
     partitionOwnership: true,
     retention: true,

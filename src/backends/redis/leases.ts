@@ -1,10 +1,11 @@
-import type { FetchRequest, GroupSpec, LeaseRef, LeaseStore, RenewResult, SettleOp, SettleOutcome } from '../../core/backend.js';
+import type { BlockingFetchResult, FetchRequest, GroupSpec, LeaseRef, LeaseStore, RenewResult, SettleOp, SettleOutcome } from '../../core/backend.js';
 import { receiptOf } from '../../core/backend.js';
 import { RheoError, staleLease } from '../../core/errors.js';
 import { newLeaseId } from '../../core/ids.js';
 import type { Lease } from '../../core/types.js';
 import { decodeEvent, encodeReason } from './codec.js';
 import { planCounts, planFetch, type FetchPlan, type FetchShare, type PartitionPeek } from './fetch-plan.js';
+import type { RedisClientLike } from './connection.js';
 import { CLAIM, INIT_GROUP, PEEK, RENEW, SETTLE } from './lua/scripts.js';
 import * as retention from './retention.js';
 import { checkStart, partitionList, scopeOf, startArgs } from './partition-scope.js';
@@ -82,20 +83,12 @@ export class RedisLeases implements LeaseStore {
     this.#rotation.set(rotationKey, turn + 1);
     const start = turn % partitions.length;
     const walk = partitions.map((_, k) => partitions[(start + k) % partitions.length]!);
-    const claim: ClaimCall = {
-      stream,
-      group,
-      request,
-      maxAttempts: g.maxAttempts,
-      ctx: { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
-      // One order for the whole fetch: its spent deliveries die by partition and sequence.
-      order: this.#store.nextDeathOrder(),
-    };
+    const claim = this.#claimCall(stream, group, request, g);
     if (walk.length === 1) {
       // No extra turn: the walk ends at the limit, so a spent delivery after
       // the last claim waits for the next fetch (issue 12). Short of the
       // limit, CLAIM dead-letters every spent delivery it passes anyway.
-      const { leases } = await this.#claim(claim, walk[0]!, { claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: false }, null);
+      const { leases } = await this.#claim(claim, walk[0]!, wholeShare(request), null);
       return leases;
     }
     const bound = Math.floor(request.maxBytes / request.limit);
@@ -104,6 +97,39 @@ export class RedisLeases implements LeaseStore {
       if (claimed) return interleave(claimed);
     }
     return interleave(await this.#claimBySizes(claim, walk));
+  }
+
+  /**
+   * Capability `blockingFetch` (blocking-fetch.ts), for a group scope of one
+   * partition whose tail a claim of this process saw; `null` otherwise, and
+   * on a cluster (where the capability is off). A scope of several
+   * partitions would need a claim of each behind the wait, whichever one
+   * the append went to: those still wait on pub/sub.
+   */
+  async fetchAfterAppend(stream: string, group: string, request: FetchRequest, timeoutMs: number, signal: AbortSignal): Promise<BlockingFetchResult | null> {
+    if (this.#store.cluster) return null;
+    const known = this.#store.cachedGroupMeta(stream, group);
+    if (!known) return null;
+    const partitions = scopeOf(stream, group, known.meta, known.g, request.partitions);
+    if (partitions.length !== 1) return null;
+    const partition = partitions[0]!;
+    const claim = this.#claimCall(stream, group, request, known.g);
+    const got = await this.#store.blocking.run(stream, group, partition, timeoutMs, signal, claim.ctx, (client) =>
+      this.#claim(claim, partition, wholeShare(request), null, client),
+    );
+    return got && { leases: got.found.leases, appended: got.appended };
+  }
+
+  #claimCall(stream: string, group: string, request: FetchRequest, g: GroupMeta): ClaimCall {
+    return {
+      stream,
+      group,
+      request,
+      maxAttempts: g.maxAttempts,
+      ctx: { action: `fetch from group "${group}" of stream "${stream}"`, stream, group, writes: true },
+      // One order for the whole fetch: its spent deliveries die by partition and sequence.
+      order: this.#store.nextDeathOrder(),
+    };
   }
 
   /**
@@ -176,17 +202,21 @@ export class RedisLeases implements LeaseStore {
     return plan.shares.map((s) => claimed[sending.indexOf(s)] ?? []);
   }
 
-  /** One CLAIM of one partition's share; `bound`: the largest event size the caller's plan assumed (null: none). */
+  /**
+   * One CLAIM of one partition's share; `bound`: the largest event size the
+   * caller's plan assumed (null: none); `on`: a blocking fetch's connection.
+   */
   async #claim(
     claim: ClaimCall,
     partition: number,
     share: Pick<FetchShare, 'claims' | 'bytes' | 'first' | 'extraTurn'>,
     bound: number | null,
+    on: RedisClientLike | null = null,
   ): Promise<{ leases: Lease[]; refused: boolean }> {
     const { stream, group, request } = claim;
     // One unguessable token per share; the k-th claim's lease id is the token and k (CLAIM builds them).
     const token = `${newLeaseId()}.`;
-    const [now, rows, largest] = (await this.#store.group(
+    const [now, rows, largest, tail] = (await this.#store.group(
       CLAIM,
       stream,
       group,
@@ -204,9 +234,11 @@ export class RedisLeases implements LeaseStore {
         bound === null ? '' : bound,
       ],
       claim.ctx,
-    )) as [string, Array<[number, number, string, string]> | 0, number];
+      on,
+    )) as [string, Array<[number, number, string, string]> | 0, number, number?];
     this.#largest.set(largestKey(stream, partition), largest);
     if (rows === 0) return { leases: [], refused: true };
+    if (!this.#store.cluster) this.#store.blocking.saw(stream, group, partition, tail ?? -1);
     const leasedAt = Number(now);
     const leases = rows.map(([seq, attempt, t, d], k): Lease => {
       return {
@@ -284,6 +316,11 @@ export class RedisLeases implements LeaseStore {
     });
     return out;
   }
+}
+
+/** A whole fetch's share, for a scope of one partition. */
+function wholeShare(request: FetchRequest): Pick<FetchShare, 'claims' | 'bytes' | 'first' | 'extraTurn'> {
+  return { claims: request.limit, bytes: request.maxBytes, first: true, extraTurn: false };
 }
 
 /** What every CLAIM of one fetch shares. */

@@ -5,6 +5,7 @@ import type { FailureContext } from './errors.js';
 import type { KeyLayout } from './keys.js';
 import type { LuaScript } from './lua/scripts.js';
 import { FENCING_VARIANTS } from './lua/ownership-scripts.js';
+import { BlockingFetches } from './blocking-fetch.js';
 import { AppendWaiters } from './notifications.js';
 import { range } from './partition-scope.js';
 import type { StreamCatalogEntry } from './retention.js';
@@ -66,6 +67,8 @@ export class RedisStore {
   readonly cluster: boolean;
   /** The pub/sub side: who waits for appends, on a connection of its own. */
   readonly waiters: AppendWaiters;
+  /** Idle consumers' claims that wait inside Redis for the append (one server only). */
+  readonly blocking: BlockingFetches;
   readonly #connection: RedisConnection;
   readonly #scripts = new ScriptRunner();
   readonly #streams = new Map<string, StreamMeta>();
@@ -90,25 +93,29 @@ export class RedisStore {
     this.notify = options.notify;
     this.cluster = options.cluster;
     this.waiters = new AppendWaiters(
-      async () => {
-        const sub = (await this.ready()).duplicate();
-        sub.on('error', () => {});
-        // A Cluster's duplicate connects as its original does (connectReady):
-        // its first connect() may never settle though it gets ready, and a
-        // subscriber stuck there would leave every wait to its poll.
-        if (sub.status === 'wait') {
-          try {
-            await connectWithin(sub);
-          } catch (error) {
-            sub.disconnect();
-            throw error;
-          }
-        }
-        return sub;
-      },
+      () => this.duplicate(),
       (stream) => this.keys.appendChannel(stream),
       (channel) => this.keys.streamOfChannel(channel),
     );
+    this.blocking = new BlockingFetches(this);
+  }
+
+  /** A connection of its own beside the main one (the subscriber's, a blocking fetch's), connected. */
+  async duplicate(): Promise<RedisClientLike> {
+    const client = (await this.ready()).duplicate();
+    client.on('error', () => {});
+    // A Cluster's duplicate connects as its original does (connectReady):
+    // its first connect() may never settle though it gets ready, and a
+    // subscriber stuck there would leave every wait to its poll.
+    if (client.status === 'wait') {
+      try {
+        await connectWithin(client);
+      } catch (error) {
+        client.disconnect();
+        throw error;
+      }
+    }
+    return client;
   }
 
   get closed(): boolean {
@@ -129,6 +136,7 @@ export class RedisStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.blocking.close();
     await this.waiters.close();
     const owned = this.#owned;
     this.#owned = null;
@@ -208,6 +216,17 @@ export class RedisStore {
     return this.#run(client, script, keys, args, ctx);
   }
 
+  /** One command on a connection of the caller's (a blocking fetch's), not the main one. */
+  commandOn(client: RedisClientLike, args: [string, ...(string | number)[]], ctx: FailureContext): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
+    return this.#scripts.command(client, args, ctx);
+  }
+
+  #runOn(client: RedisClientLike, script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
+    return this.#scripts.run(client, script, keys, args, ctx);
+  }
+
   /** How many scripts had to be sent again (a server that lost its script cache); see ScriptRunner. */
   get scriptReloads(): number {
     return this.#scripts.reloads;
@@ -272,14 +291,25 @@ export class RedisStore {
   /**
    * A group script over one partition; `now` comes first (empty: the server's TIME), then the partition.
    * REPLAY, RESET_GROUP and REDRIVE run as their variants that also fence the partition's owner (ownership.ts).
+   * `on`: a connection of the caller's (a blocking fetch's) instead of the main one.
    */
-  group(script: LuaScript, stream: string, group: string, partition: number, args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+  group(
+    script: LuaScript,
+    stream: string,
+    group: string,
+    partition: number,
+    args: (string | number)[],
+    ctx: FailureContext,
+    on: RedisClientLike | null = null,
+  ): Promise<unknown> {
     const now = this.now();
     const fencing = FENCING_VARIANTS.get(script);
     const keys = this.keys.group(stream, group, partition);
     const run = fencing
       ? this.run(fencing, [...keys, this.keys.owner(stream, group, partition)], [now, partition, ...args], ctx)
-      : this.run(script, keys, [now, partition, ...args], ctx);
+      : on !== null
+        ? this.#runOn(on, script, keys, [now, partition, ...args], ctx)
+        : this.run(script, keys, [now, partition, ...args], ctx);
     return run.catch((error: unknown) => {
       // No state: the group (or its stream) was deleted since this process cached it; the next call looks again.
       if (error instanceof RheoError && error.code === 'group_not_found') this.forget(stream);

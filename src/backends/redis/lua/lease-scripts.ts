@@ -114,7 +114,10 @@ return { sizes, more, max_size() }
  * (one argument instead of one per claim). ARGV[12], when not empty, is the
  * largest event size the caller's plan allows: a partition that ever held a
  * larger one (or does not know) claims nothing and answers 0 for the list.
- * Returns `{now, {sequence, attempt, t, d}..., largest}`, largest as PEEK's.
+ * Returns `{now, {sequence, attempt, t, d}..., largest, tail}`, largest as
+ * PEEK's; tail is the high watermark when the claim stopped because nothing
+ * else was claimable (it took everything claimable up to there), else -1:
+ * where a blocking fetch waits for the next append (blocking-fetch.ts).
  */
 export const CLAIM = groupScript(
   'claim',
@@ -169,6 +172,7 @@ local fexpires = fmt(expires)
 -- the token followed by the number).
 local rowHead = 'L|1|' .. fmt(NOW) .. '|' .. fexpires .. '|' .. ARGV[11]
 local rowTail = '|' .. consumer
+local exhausted = false
 while true do
   local s, d
   if simple then
@@ -186,7 +190,10 @@ while true do
   else
     s, d = next_claimable(h)
   end
-  if not s then break end
+  if not s then
+    exhausted = true
+    break
+  end
   if d and d.a + 1 > maxAttempts then
     if claimed < n or extra then
       close(s, d)
@@ -296,7 +303,7 @@ else
   if simple and c ~= c0 then redis.call('HSET', KST, 'cursor', fmt(c)) end
   if leased > 0 then redis.call('HINCRBY', KST, 'leased', leased) end
 end
-return { fmt(NOW), out, largest }
+return { fmt(NOW), out, largest, exhausted and h or -1 }
 `,
 );
 

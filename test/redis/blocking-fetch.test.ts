@@ -1,0 +1,221 @@
+import { describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import type { FetchRequest } from '../../src/core/backend.js';
+import { RheoError } from '../../src/core/errors.js';
+import type { Lease } from '../../src/core/types.js';
+import { redisBackend, type RedisBackend } from '../../src/backends/redis/redis-backend.js';
+import { createRheo, type Rheo } from '../../src/rheo.js';
+import { ownRedisBackend, uniquePrefix, useRedis } from '../support/redis.js';
+
+const redis = useRedis('single');
+
+const REQUEST: FetchRequest = { limit: 10, consumerId: 'c', leaseMs: 30_000, partitions: null, maxBytes: 1 << 20 };
+
+/** A consumer's backend and an appender's (a second backend on the same prefix, as another process), with stream `s` and group `g`. */
+async function pair(partitions = 1): Promise<{ backend: RedisBackend; rheo: Rheo; appender: Rheo; admin: Redis; close(): Promise<void> }> {
+  const prefix = uniquePrefix();
+  const backend = redisBackend({ url: redis().urls[0]! }, { prefix });
+  const rheo = createRheo({ backend });
+  const appender = createRheo({ backend: redisBackend({ url: redis().urls[0]! }, { prefix }) });
+  const admin = new Redis(redis().urls[0]!);
+  await rheo.migrate();
+  await rheo.createStream('s', { partitions });
+  await rheo.createGroup('s', 'g');
+  return {
+    backend,
+    rheo,
+    appender,
+    admin,
+    async close() {
+      await appender.close();
+      await rheo.close();
+      admin.disconnect();
+    },
+  };
+}
+
+/** The ids of the clients blocked in an XREAD right now (CLIENT LIST flag `b`). */
+async function blockedXreads(admin: Redis): Promise<string[]> {
+  const list = (await admin.call('client', 'list')) as string;
+  return list
+    .split('\n')
+    .filter((line) => / flags=\S*b/.test(line) && / cmd=xread/.test(line))
+    .map((line) => /\bid=(\d+)/.exec(line)![1]!);
+}
+
+/** Resolves once `count` clients block in an XREAD: the wait has reached Redis. */
+async function untilBlocked(admin: Redis, count = 1): Promise<string[]> {
+  for (;;) {
+    const ids = await blockedXreads(admin);
+    if (ids.length >= count) return ids;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+function sequences(leases: Lease[]): number[] {
+  return leases.map((l) => l.event.sequence);
+}
+
+describe('redis blocking fetch', () => {
+  it('is a capability of a single server, off when asked, and its option is checked', async () => {
+    const target = redis();
+    expect(ownRedisBackend(target).capabilities.blockingFetch).toBe(true);
+    expect(ownRedisBackend(target, { blockingFetch: false }).capabilities.blockingFetch).toBe(false);
+    expect(() => redisBackend({ url: target.urls[0]! }, { blockingFetch: 'yes' as unknown as boolean })).toThrow(RheoError);
+    expect(() => redisBackend({ url: target.urls[0]! }, { notify: 1 as unknown as boolean })).toThrow(/notify must be a boolean/);
+    const off = ownRedisBackend(target, { blockingFetch: false });
+    await off.migrate();
+    expect(await off.fetchAfterAppend('s', 'g', REQUEST, 1_000, new AbortController().signal)).toBeNull();
+  });
+
+  it('claims the append it waited for in the same answer, the claim queued before the append', async () => {
+    const t = await pair();
+    try {
+      expect(await t.backend.fetch('s', 'g', REQUEST)).toEqual([]);
+      const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal);
+      await untilBlocked(t.admin);
+      await t.appender.appendBatch('s', [{ payload: 1 }, { payload: 2 }]);
+      const got = (await waiting)!;
+      expect(got.appended).toBe(true);
+      expect(sequences(got.leases)).toEqual([1, 2]);
+      expect(got.leases.map((l) => l.attempt)).toEqual([1, 1]);
+      // The leases are real: they ack.
+      const outcomes = await t.backend.settle(got.leases.map((l) => ({ stream: 's', group: 'g', partition: 0, sequence: l.event.sequence, leaseId: l.leaseId, kind: 'ack' as const })));
+      expect(outcomes.every((o) => o.ok)).toBe(true);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('does not miss an append that landed between the empty claim and the wait', async () => {
+    const t = await pair();
+    try {
+      expect(await t.backend.fetch('s', 'g', REQUEST)).toEqual([]);
+      await t.appender.append('s', { payload: 'between' });
+      // A minute's timeout: the test would time out if the wait did not end at once.
+      const got = (await t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal))!;
+      expect(got.appended).toBe(true);
+      expect(sequences(got.leases)).toEqual([1]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('ends at its timeout with a claim that finds nothing', async () => {
+    const t = await pair();
+    try {
+      await t.backend.fetch('s', 'g', REQUEST);
+      expect(await t.backend.fetchAfterAppend('s', 'g', REQUEST, 20, new AbortController().signal)).toEqual({ leases: [], appended: false });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('ends at an abort, leaving nothing claimed', async () => {
+    const t = await pair();
+    try {
+      await t.backend.fetch('s', 'g', REQUEST);
+      const abort = new AbortController();
+      const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, abort.signal);
+      const [first] = await untilBlocked(t.admin);
+      abort.abort();
+      expect(await waiting).toEqual({ leases: [], appended: false });
+      expect(await blockedXreads(t.admin)).toEqual([]);
+      // The connection went back to the pool: the next wait reuses it.
+      const again = new AbortController();
+      const next = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, again.signal);
+      expect(await untilBlocked(t.admin)).toEqual([first]);
+      again.abort();
+      expect(await next).toEqual({ leases: [], appended: false });
+      await t.appender.append('s', { payload: 'later' });
+      const [lease] = await t.backend.fetch('s', 'g', REQUEST);
+      expect(lease!.attempt).toBe(1);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('answers null where it cannot wait so: no claim seen yet, a scope of several partitions, an aborted signal', async () => {
+    const one = await pair();
+    const many = await pair(4);
+    try {
+      expect(await one.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal)).toBeNull();
+      await many.backend.fetch('s', 'g', REQUEST);
+      expect(await many.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal)).toBeNull();
+      await one.backend.fetch('s', 'g', REQUEST);
+      expect(await one.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, AbortSignal.abort())).toBeNull();
+    } finally {
+      await one.close();
+      await many.close();
+    }
+  });
+
+  it('a killed blocking connection answers null, claims nothing, and pub/sub takes over', async () => {
+    const t = await pair();
+    try {
+      await t.backend.fetch('s', 'g', REQUEST);
+      const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal);
+      const [id] = await untilBlocked(t.admin);
+      expect(await t.admin.call('client', 'kill', 'id', id!)).toBe(1);
+      expect(await waiting).toBeNull();
+      // For a while the waits go through pub/sub: null at once.
+      expect(await t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal)).toBeNull();
+      await t.appender.append('s', { payload: 'after the kill' });
+      const [lease] = await t.backend.fetch('s', 'g', REQUEST);
+      expect(lease!.attempt).toBe(1);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('reports a group deleted while it waited, as fetch would', async () => {
+    const t = await pair();
+    try {
+      await t.backend.fetch('s', 'g', REQUEST);
+      // Handled from the start: it fails before the append that ends its wait has its own answer.
+      const failing = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      await untilBlocked(t.admin);
+      await t.appender.deleteGroup('s', 'g', { confirm: true });
+      await t.appender.append('s', { payload: 'orphan' });
+      const error = await failing;
+      expect(error).toBeInstanceOf(RheoError);
+      expect((error as RheoError).code).toBe('group_not_found');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('an idle consumer claims through it, and stops at once while it waits', async () => {
+    const t = await pair();
+    try {
+      const handled: number[] = [];
+      let handledOne: () => void = () => undefined;
+      const one = new Promise<void>((resolve) => (handledOne = resolve));
+      const consumer = t.rheo.consume({
+        stream: 's',
+        group: 'g',
+        pollMs: 60_000,
+        handler: (event) => {
+          handled.push(event.sequence);
+          handledOne();
+        },
+      });
+      // Idle: its next claim waits in Redis (the poll is a minute away).
+      await untilBlocked(t.admin);
+      await t.appender.append('s', { payload: 'wake' });
+      await one;
+      expect(handled).toEqual([1]);
+      await untilBlocked(t.admin);
+      const stopping = consumer.stop();
+      await stopping;
+      expect(await blockedXreads(t.admin)).toEqual([]);
+      expect(consumer.stats()).toMatchObject({ held: 0, handled: 1, acked: 1 });
+      expect((await t.rheo.groupInfo('s', 'g')).inflight).toBe(0);
+    } finally {
+      await t.close();
+    }
+  });
+});
