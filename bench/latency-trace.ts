@@ -9,9 +9,12 @@
  * The appender and the consumer are separate rheo instances (separate pools
  * and connections, as two processes would be), so the consumer learns of an
  * append only through the store: PostgreSQL's NOTIFY on its LISTEN
- * connection, or Redis pub/sub on its subscriber connection. Nothing in the
- * library is changed: the backends' own methods are wrapped on the instance
- * (append, fetch, readOwned, waitForAppend), and the notification is seen by
+ * connection, Redis pub/sub on its subscriber connection, or (an idle
+ * competing consumer on one Redis server) the claim it sent before the
+ * append, waiting in Redis (a blocking fetch: that case has no wake-up and
+ * no claim-sent step). Nothing in the library is changed: the backends' own
+ * methods are wrapped on the instance (append, fetch, fetchAfterAppend,
+ * readOwned, waitForAppend), and the notification is seen by
  * a listener added first on the backend's own LISTEN / subscriber connection
  * (given through `listenClient` and the borrowed ioredis client's
  * `duplicate`). Each step is timed with process.hrtime from the append call,
@@ -112,6 +115,19 @@ function instrumentConsumer(backend: Backend, trace: Trace): void {
     stamp(leases.map((lease) => lease.event), sent, wake, micros());
     return leases;
   };
+  // A blocking fetch (Redis, one server) sent its claim before the append: only its answer is a step after it.
+  const fetchAfterAppend = backend.fetchAfterAppend?.bind(backend);
+  if (fetchAfterAppend) {
+    backend.fetchAfterAppend = async (stream, group, request, timeoutMs, signal) => {
+      const got = await fetchAfterAppend(stream, group, request, timeoutMs, signal);
+      const answered = micros();
+      for (const lease of got?.leases ?? []) {
+        const n = numberOf(lease.event);
+        if (n !== null) trace.mark(n, 'claim / read answered', answered);
+      }
+      return got;
+    };
+  }
   const readOwned = backend.readOwned?.bind(backend);
   if (readOwned) {
     backend.readOwned = async (fence, after, limit, maxBytes) => {
