@@ -3,23 +3,33 @@ import type { Lease } from '../../src/core/types.js';
 import type { RecordWriter } from './records.js';
 
 /**
- * Wraps a backend so that every lease a fetch returns and every settle answer
+ * Wraps a backend so that every lease a fetch (or a blocking fetch) returns and every settle answer
  * is recorded before the caller sees it. The consumer under test runs
  * unchanged on top; the records let the checker compare what each process
  * was told with what the other processes were told about the same event.
  */
 export function recordingBackend(inner: Backend, records: RecordWriter): Backend {
   const claimed = new Map<string, string>();
-  const fetch: Backend['fetch'] = async (stream, group, request) => {
-    const leases: Lease[] = await inner.fetch(stream, group, request);
+  const record = (leases: Lease[]): void =>
     records.writeAll(
       leases.map((lease) => {
         claimed.set(lease.leaseId, lease.event.id);
         return { k: 'claim', id: lease.event.id, lease: lease.leaseId, attempt: lease.attempt, t: lease.leasedAt.getTime() };
       }),
     );
+  const fetch: Backend['fetch'] = async (stream, group, request) => {
+    const leases: Lease[] = await inner.fetch(stream, group, request);
+    record(leases);
     return leases;
   };
+  // An idle consumer's claim on a store that waits for the append itself (Redis, one partition).
+  const fetchAfterAppend: Backend['fetchAfterAppend'] = inner.fetchAfterAppend
+    ? async (stream, group, request, timeoutMs, signal) => {
+        const got = await inner.fetchAfterAppend!(stream, group, request, timeoutMs, signal);
+        if (got) record(got.leases);
+        return got;
+      }
+    : undefined;
   const settle: Backend['settle'] = async (ops: SettleOp[]) => {
     const sentAt = Date.now();
     const outcomes: SettleOutcome[] = await inner.settle(ops);
@@ -38,6 +48,7 @@ export function recordingBackend(inner: Backend, records: RecordWriter): Backend
   return new Proxy(inner, {
     get(target, property) {
       if (property === 'fetch') return fetch;
+      if (property === 'fetchAfterAppend') return fetchAfterAppend;
       if (property === 'settle') return settle;
       const value: unknown = Reflect.get(target, property);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;

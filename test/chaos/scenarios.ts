@@ -49,6 +49,10 @@ export function redisChaosScenarios(scale = 1): ScenarioSpec[] {
     { ...full, name: 'redis: worker SIGSTOP past lease', fault: { kind: 'sigstop', everyMs: 2000, pauseMs: 2500 }, handlerMs: 50, events: events(9000) },
     { ...full, name: 'redis: CLIENT KILL', fault: { kind: 'terminate', everyMs: 1000 }, events: events(9000) },
     { ...full, name: 'redis: SIGKILL redis-server, restart', fault: { kind: 'restart', mode: 'immediate', everyMs: 5000 }, events: events(9000) },
+    // One partition: idle workers claim through the blocking fetch (an XREAD BLOCK with the claim behind it), whose connections die too.
+    { ...full, partitions: 1, name: 'redis, 1 partition: worker SIGKILL', fault: { kind: 'sigkill', everyMs: 2000 }, events: events(9000) },
+    { ...full, partitions: 1, name: 'redis, 1 partition: CLIENT KILL', fault: { kind: 'terminate', everyMs: 1000 }, events: events(9000) },
+    { ...full, partitions: 1, name: 'redis, 1 partition: SIGKILL redis-server', fault: { kind: 'restart', mode: 'immediate', everyMs: 5000 }, events: events(9000) },
   ];
 }
 
