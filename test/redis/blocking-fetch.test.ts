@@ -11,8 +11,10 @@ const redis = useRedis('single');
 
 const REQUEST: FetchRequest = { limit: 10, consumerId: 'c', leaseMs: 30_000, partitions: null, maxBytes: 1 << 20 };
 
-/** A consumer's backend and an appender's (a second backend on the same prefix, as another process), with stream `s` and group `g`. */
-async function pair(partitions = 1): Promise<{ backend: RedisBackend; rheo: Rheo; appender: Rheo; admin: Redis; close(): Promise<void> }> {
+/** A consumer's backend and an appender's (a second backend on the same prefix, as another process), with stream `s` and group `g`, and an admin connection. */
+async function pair(
+  partitions = 1,
+): Promise<{ backend: RedisBackend; rheo: Rheo; appender: Rheo; admin: Redis; earlier: string[]; close(): Promise<void> }> {
   const prefix = uniquePrefix();
   const backend = redisBackend({ url: redis().urls[0]! }, { prefix });
   const rheo = createRheo({ backend });
@@ -26,6 +28,8 @@ async function pair(partitions = 1): Promise<{ backend: RedisBackend; rheo: Rheo
     rheo,
     appender,
     admin,
+    // Waits another test left blocked on the shared server (after a failure) are not this pair's.
+    earlier: await blockedXreads(admin),
     async close() {
       await appender.close();
       await rheo.close();
@@ -43,11 +47,11 @@ async function blockedXreads(admin: Redis): Promise<string[]> {
     .map((line) => /\bid=(\d+)/.exec(line)![1]!);
 }
 
-/** Resolves once `count` clients block in an XREAD: the wait has reached Redis. */
-async function untilBlocked(admin: Redis, count = 1): Promise<string[]> {
+/** Resolves once a client blocks in an XREAD (not counting `earlier` ones, left by another test): the wait has reached Redis. */
+async function untilBlocked(admin: Redis, earlier: readonly string[] = []): Promise<string[]> {
   for (;;) {
-    const ids = await blockedXreads(admin);
-    if (ids.length >= count) return ids;
+    const ids = (await blockedXreads(admin)).filter((id) => !earlier.includes(id));
+    if (ids.length > 0) return ids;
     await new Promise((resolve) => setImmediate(resolve));
   }
 }
@@ -73,7 +77,7 @@ describe('redis blocking fetch', () => {
     try {
       expect(await t.backend.fetch('s', 'g', REQUEST)).toEqual([]);
       const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal);
-      await untilBlocked(t.admin);
+      await untilBlocked(t.admin, t.earlier);
       await t.appender.appendBatch('s', [{ payload: 1 }, { payload: 2 }]);
       const got = (await waiting)!;
       expect(got.appended).toBe(true);
@@ -117,14 +121,14 @@ describe('redis blocking fetch', () => {
       await t.backend.fetch('s', 'g', REQUEST);
       const abort = new AbortController();
       const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, abort.signal);
-      const [first] = await untilBlocked(t.admin);
+      const [first] = await untilBlocked(t.admin, t.earlier);
       abort.abort();
       expect(await waiting).toEqual({ leases: [], appended: false });
-      expect(await blockedXreads(t.admin)).toEqual([]);
+      expect((await blockedXreads(t.admin)).filter((id) => !t.earlier.includes(id))).toEqual([]);
       // The connection went back to the pool: the next wait reuses it.
       const again = new AbortController();
       const next = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, again.signal);
-      expect(await untilBlocked(t.admin)).toEqual([first]);
+      expect(await untilBlocked(t.admin, t.earlier)).toEqual([first]);
       again.abort();
       expect(await next).toEqual({ leases: [], appended: false });
       await t.appender.append('s', { payload: 'later' });
@@ -135,12 +139,15 @@ describe('redis blocking fetch', () => {
     }
   });
 
-  it('answers null where it cannot wait so: no claim seen yet, a scope of several partitions, an aborted signal', async () => {
+  it('answers null where it cannot wait so: no claim seen yet, a partition whose events may stop the walk at the byte budget, an aborted signal', async () => {
     const one = await pair();
     const many = await pair(4);
     try {
       expect(await one.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal)).toBeNull();
-      await many.backend.fetch('s', 'g', REQUEST);
+      // Partition 3 held an event larger than maxBytes / limit: its claim cannot be planned by counts.
+      const large = 'x'.repeat(Math.ceil(REQUEST.maxBytes / REQUEST.limit) + 1);
+      await many.appender.appendBatch('s', [0, 1, 2, 3].map((partition) => ({ partition, payload: partition === 3 ? large : partition })));
+      expect(await many.backend.fetch('s', 'g', REQUEST)).toHaveLength(4);
       expect(await many.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal)).toBeNull();
       await one.backend.fetch('s', 'g', REQUEST);
       expect(await one.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, AbortSignal.abort())).toBeNull();
@@ -150,12 +157,43 @@ describe('redis blocking fetch', () => {
     }
   });
 
+  it('on several partitions waits on every log and claims from whichever the append went to', async () => {
+    const t = await pair(4);
+    try {
+      await t.appender.appendBatch('s', [0, 1, 2, 3].map((partition) => ({ partition, payload: partition })));
+      // A short fetch: every partition's claim took all it had, and saw its tail.
+      expect(await t.backend.fetch('s', 'g', REQUEST)).toHaveLength(4);
+      const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal);
+      await untilBlocked(t.admin, t.earlier);
+      await t.appender.appendBatch('s', [{ partition: 2, payload: 'a' }, { partition: 2, payload: 'b' }]);
+      const got = (await waiting)!;
+      expect(got.appended).toBe(true);
+      expect(got.leases.map((l) => [l.event.partition, l.event.sequence])).toEqual([
+        [2, 2],
+        [2, 3],
+      ]);
+      // An append that landed before the next wait ends it at once.
+      await t.appender.append('s', { partition: 0, payload: 'between' });
+      const next = (await t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal))!;
+      expect(next.leases.map((l) => [l.event.partition, l.event.sequence])).toEqual([[0, 2]]);
+      // The first round's shares come back short where a partition has less: the rest of the walk goes on the main connection.
+      await t.appender.appendBatch('s', [...Array.from({ length: 6 }, () => ({ partition: 1, payload: 'p1' })), { partition: 3, payload: 'p3' }]);
+      const five = (await t.backend.fetchAfterAppend('s', 'g', { ...REQUEST, limit: 5 }, 60_000, new AbortController().signal))!;
+      expect(five.appended).toBe(true);
+      const perPartition = new Map<number, number>();
+      for (const l of five.leases) perPartition.set(l.event.partition, (perPartition.get(l.event.partition) ?? 0) + 1);
+      expect(Object.fromEntries(perPartition)).toEqual({ 1: 4, 3: 1 });
+    } finally {
+      await t.close();
+    }
+  });
+
   it('a killed blocking connection answers null, claims nothing, and pub/sub takes over', async () => {
     const t = await pair();
     try {
       await t.backend.fetch('s', 'g', REQUEST);
       const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal);
-      const [id] = await untilBlocked(t.admin);
+      const [id] = await untilBlocked(t.admin, t.earlier);
       expect(await t.admin.call('client', 'kill', 'id', id!)).toBe(1);
       expect(await waiting).toBeNull();
       // For a while the waits go through pub/sub: null at once.
@@ -177,7 +215,7 @@ describe('redis blocking fetch', () => {
         () => null,
         (e: unknown) => e,
       );
-      await untilBlocked(t.admin);
+      await untilBlocked(t.admin, t.earlier);
       await t.appender.deleteGroup('s', 'g', { confirm: true });
       await t.appender.append('s', { payload: 'orphan' });
       const error = await failing;
@@ -204,14 +242,14 @@ describe('redis blocking fetch', () => {
         },
       });
       // Idle: its next claim waits in Redis (the poll is a minute away).
-      await untilBlocked(t.admin);
+      await untilBlocked(t.admin, t.earlier);
       await t.appender.append('s', { payload: 'wake' });
       await one;
       expect(handled).toEqual([1]);
-      await untilBlocked(t.admin);
+      await untilBlocked(t.admin, t.earlier);
       const stopping = consumer.stop();
       await stopping;
-      expect(await blockedXreads(t.admin)).toEqual([]);
+      expect((await blockedXreads(t.admin)).filter((id) => !t.earlier.includes(id))).toEqual([]);
       expect(consumer.stats()).toMatchObject({ held: 0, handled: 1, acked: 1 });
       expect((await t.rheo.groupInfo('s', 'g')).inflight).toBe(0);
     } finally {

@@ -22,13 +22,15 @@ interface Blocker {
  * Blocking fetches on one server (capability `blockingFetch`): an idle
  * consumer's next claim is sent before the append it waits for.
  *
- * On its own connection, the consumer sends `XREAD BLOCK` on the
- * partition's log after the tail its last short claim saw, and right behind
- * it, in the same write, the CLAIM. Redis blocks the connection on the XREAD
+ * On its own connection, the consumer sends `XREAD BLOCK` on the logs of
+ * the partitions it claims from, each after the tail its last short claim
+ * saw, and right behind it, in the same write, the CLAIM (one per partition). Redis blocks the connection on the XREAD
  * and keeps the CLAIM unread; the append's XADD ends the block, and Redis
  * runs the CLAIM at once, in the same turn of its loop, before it answers
  * anyone. The consumer hears the append and gets its leases in one answer:
- * the wake-up's message and the claim's round trip after it are gone.
+ * the wake-up's message and the claim's round trip after it are gone. On
+ * several partitions every one's CLAIM runs, whichever log the append went
+ * to, as after a pub/sub wake-up (a fetch claims each partition's share).
  *
  * XREAD wakes every reader blocked on the key, so every idle consumer of
  * every group hears each append, as with pub/sub. Its id is the tail as a
@@ -64,32 +66,34 @@ export class BlockingFetches {
     if (tail >= 0) this.#tails.set(tailKey(stream, group, partition), tail);
   }
 
+  /** The partition's tail as the last claim that took everything claimable saw it, if one did. */
+  tail(stream: string, group: string, partition: number): number | undefined {
+    return this.#tails.get(tailKey(stream, group, partition));
+  }
+
   /**
-   * Waits for an append past the partition's known tail (at most
-   * `timeoutMs`, or until `signal` aborts), with `claim` issued right behind
-   * the wait on the same connection. `null` when there is no known tail, no
-   * connection to spare, or the connection failed (nothing claimed then,
-   * except by a CLAIM whose answer was lost with it, as on any connection).
+   * Waits for an entry past `after` in any of the logs (at most `timeoutMs`,
+   * or until `signal` aborts), with `claim`'s commands issued right behind
+   * the wait on the same connection. `null` when no connection is to spare
+   * or the connection failed (nothing claimed then, except by a CLAIM whose
+   * answer was lost with it, as on any connection).
    */
   async run<R>(
-    stream: string,
-    group: string,
-    partition: number,
+    waits: ReadonlyArray<{ key: string; after: number }>,
     timeoutMs: number,
     signal: AbortSignal,
     ctx: FailureContext,
     claim: (client: RedisClientLike) => Promise<R>,
   ): Promise<{ found: R; appended: boolean } | null> {
-    const tail = this.#tails.get(tailKey(stream, group, partition));
-    if (tail === undefined || this.#closed || signal.aborted || Date.now() < this.#pausedUntil) return null;
+    if (this.#closed || signal.aborted || Date.now() < this.#pausedUntil) return null;
     const blocker = await this.#acquire();
     if (blocker === null) return null;
     let blockMs = Math.max(1, Math.ceil(timeoutMs));
     // A borrowed client's command timeout would cut the wait short as a failure: stay well inside it.
     const commandTimeout = (blocker.client as { options?: { commandTimeout?: unknown } }).options?.commandTimeout;
     if (typeof commandTimeout === 'number' && commandTimeout > 0) blockMs = Math.max(1, Math.min(blockMs, Math.floor(commandTimeout / 2)));
-    const log = this.#store.keys.partition(stream, partition).log;
-    const woken = this.#store.commandOn(blocker.client, ['xread', 'BLOCK', blockMs, 'COUNT', 1, 'STREAMS', log, `${tail}-0`], ctx);
+    const streams = [...waits.map((w) => w.key), ...waits.map((w) => `${w.after}-0`)];
+    const woken = this.#store.commandOn(blocker.client, ['xread', 'BLOCK', blockMs, 'COUNT', 1, 'STREAMS', ...streams], ctx);
     const found = claim(blocker.client);
     // Its answer may come in the same read as the wait's, before this call is back to await it.
     found.catch(() => undefined);

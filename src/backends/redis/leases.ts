@@ -78,11 +78,7 @@ export class RedisLeases implements LeaseStore {
   async fetch(stream: string, group: string, request: FetchRequest): Promise<Lease[]> {
     const { meta, g } = this.#store.cachedGroupMeta(stream, group) ?? (await this.#store.groupMeta(stream, group));
     const partitions = scopeOf(stream, group, meta, g, request.partitions);
-    const rotationKey = `${stream}\u0000${group}`;
-    const turn = this.#rotation.get(rotationKey) ?? 0;
-    this.#rotation.set(rotationKey, turn + 1);
-    const start = turn % partitions.length;
-    const walk = partitions.map((_, k) => partitions[(start + k) % partitions.length]!);
+    const walk = this.#walk(stream, group, partitions);
     const claim = this.#claimCall(stream, group, request, g);
     if (walk.length === 1) {
       // No extra turn: the walk ends at the limit, so a spent delivery after
@@ -100,24 +96,56 @@ export class RedisLeases implements LeaseStore {
   }
 
   /**
-   * Capability `blockingFetch` (blocking-fetch.ts), for a group scope of one
-   * partition whose tail a claim of this process saw; `null` otherwise, and
-   * on a cluster (where the capability is off). A scope of several
-   * partitions would need a claim of each behind the wait, whichever one
-   * the append went to: those still wait on pub/sub.
+   * Capability `blockingFetch` (blocking-fetch.ts): the wait on the scope's
+   * partition logs after the tails claims of this process saw, and behind
+   * it the fetch's claims. On one partition that is one CLAIM; on several,
+   * the first round of the walk by counts, one CLAIM per partition (what a
+   * fetch after a pub/sub wake-up sends too), and the rest of the walk, if
+   * any, on the main connection. `null` (nothing claimed) on a cluster, where
+   * the capability is off, and where a partition's tail is not known yet or
+   * the walk would go by sizes (a partition that may hold an event large
+   * enough for the byte budget to stop it).
    */
   async fetchAfterAppend(stream: string, group: string, request: FetchRequest, timeoutMs: number, signal: AbortSignal): Promise<BlockingFetchResult | null> {
     if (this.#store.cluster) return null;
     const known = this.#store.cachedGroupMeta(stream, group);
     if (!known) return null;
     const partitions = scopeOf(stream, group, known.meta, known.g, request.partitions);
-    if (partitions.length !== 1) return null;
-    const partition = partitions[0]!;
+    const blocking = this.#store.blocking;
+    const waits: Array<{ key: string; after: number }> = [];
+    for (const p of partitions) {
+      const tail = blocking.tail(stream, group, p);
+      if (tail === undefined) return null;
+      waits.push({ key: this.#store.keys.partition(stream, p).log, after: tail });
+    }
     const claim = this.#claimCall(stream, group, request, known.g);
-    const got = await this.#store.blocking.run(stream, group, partition, timeoutMs, signal, claim.ctx, (client) =>
-      this.#claim(claim, partition, wholeShare(request), null, client),
-    );
-    return got && { leases: got.found.leases, appended: got.appended };
+    if (partitions.length === 1) {
+      const got = await blocking.run(waits, timeoutMs, signal, claim.ctx, (client) => this.#claim(claim, partitions[0]!, wholeShare(request), null, client));
+      return got && { leases: got.found.leases, appended: got.appended };
+    }
+    const bound = Math.floor(request.maxBytes / request.limit);
+    if (!partitions.every((p) => this.#knownWithin(stream, p, bound))) return null;
+    const walk = this.#walk(stream, group, partitions);
+    const wait = { appended: null as boolean | null };
+    const claimed = await this.#claimByCounts(claim, walk, bound, async (asked, send) => {
+      const got = await blocking.run(waits, timeoutMs, signal, claim.ctx, (client) => Promise.all(asked.map((k) => send(k, client))));
+      if (got === null) return null;
+      wait.appended = got.appended;
+      return got.found;
+    });
+    if (claimed === undefined || wait.appended === null) return null;
+    // A partition outgrew the plan's bound: what the others claimed went back; walk by sizes.
+    const leases = claimed ?? (await this.#claimBySizes(claim, walk));
+    return { leases: interleave(leases), appended: wait.appended };
+  }
+
+  /** The scope in this fetch's order: round-robin, starting one partition further each fetch of the group. */
+  #walk(stream: string, group: string, partitions: number[]): number[] {
+    const rotationKey = `${stream}\u0000${group}`;
+    const turn = this.#rotation.get(rotationKey) ?? 0;
+    this.#rotation.set(rotationKey, turn + 1);
+    const start = turn % partitions.length;
+    return partitions.map((_, k) => partitions[(start + k) % partitions.length]!);
   }
 
   #claimCall(stream: string, group: string, request: FetchRequest, g: GroupMeta): ClaimCall {
@@ -136,17 +164,21 @@ export class RedisLeases implements LeaseStore {
    * The walk by counts (see fetch). `null` when a partition refused because
    * it now holds an event larger than `bound`: what the others claimed is
    * released (their attempts restored) and the caller walks by sizes.
+   * `firstRound` sends the first round's claims instead of the main
+   * connection (a blocking fetch: `send` them on its client); when it
+   * answers `null` nothing was sent, and neither is anything else: `undefined`.
    */
-  async #claimByCounts(claim: ClaimCall, walk: number[], bound: number): Promise<Lease[][] | null> {
+  async #claimByCounts(claim: ClaimCall, walk: number[], bound: number, firstRound: FirstRound | null = null): Promise<Lease[][] | null | undefined> {
     const known = walk.map(() => Number.POSITIVE_INFINITY);
     const got: Lease[][] = walk.map(() => []);
-    for (;;) {
+    for (let round = 0; ; round++) {
       const asks = planCounts(known, claim.request.limit).map((n, k) => n - got[k]!.length);
       if (asks.every((n) => n === 0)) return got;
       const asked = walk.flatMap((_, k) => (asks[k]! > 0 ? [k] : []));
-      const replies = await this.#store.burst(asked, (k) =>
-        this.#claim(claim, walk[k]!, { claims: asks[k]!, bytes: claim.request.maxBytes, first: false, extraTurn: false }, bound),
-      );
+      const send = (k: number, client: RedisClientLike | null = null): Promise<ClaimReply> =>
+        this.#claim(claim, walk[k]!, { claims: asks[k]!, bytes: claim.request.maxBytes, first: false, extraTurn: false }, bound, client);
+      const replies = round === 0 && firstRound !== null ? await firstRound(asked, send) : await this.#store.burst(asked, (k) => send(k));
+      if (replies === null) return undefined;
       let refused = false;
       let short = false;
       replies.forEach((reply, j) => {
@@ -212,7 +244,7 @@ export class RedisLeases implements LeaseStore {
     share: Pick<FetchShare, 'claims' | 'bytes' | 'first' | 'extraTurn'>,
     bound: number | null,
     on: RedisClientLike | null = null,
-  ): Promise<{ leases: Lease[]; refused: boolean }> {
+  ): Promise<ClaimReply> {
     const { stream, group, request } = claim;
     // One unguessable token per share; the k-th claim's lease id is the token and k (CLAIM builds them).
     const token = `${newLeaseId()}.`;
@@ -317,6 +349,15 @@ export class RedisLeases implements LeaseStore {
     return out;
   }
 }
+
+/** One CLAIM's answer: its leases, or `refused` when its partition outgrew the plan's bound. */
+interface ClaimReply {
+  leases: Lease[];
+  refused: boolean;
+}
+
+/** The first round of a walk by counts, sent by the caller: the walk's indexes asked, and how to send one's claim on a given client. */
+type FirstRound = (asked: number[], send: (k: number, client: RedisClientLike) => Promise<ClaimReply>) => Promise<ClaimReply[] | null>;
 
 /** A whole fetch's share, for a scope of one partition. */
 function wholeShare(request: FetchRequest): Pick<FetchShare, 'claims' | 'bytes' | 'first' | 'extraTurn'> {
