@@ -98,6 +98,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   readonly #report: ReturnType<typeof producerReporter>;
   /** Aborted on drain or destroy: cuts poll and backoff waits short. */
   readonly #stop = new AbortController();
+  /** Whether the idle wait and the claim after it go to the store as one step (capability `blockingFetch`). */
+  readonly #blocking: boolean;
   #wanted = false;
   #loop: Promise<void> | null = null;
   #draining = false;
@@ -125,6 +127,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
     this.onFailure = resolved.onFailure;
     this.partitions = options.partitions ? [...options.partitions] : undefined;
     this.timers = options.timers ?? systemTimers;
+    // A blocking wait is timed by the store, not by timers of the caller's.
+    this.#blocking = source.capabilities.blockingFetch && options.timers === undefined;
     this.#source = source;
     this.#request = {
       limit: this.maxDemand,
@@ -400,16 +404,32 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
   }
 
   async #fetchLoop(): Promise<void> {
+    // Whether the last fetch left nothing claimable: wait for an append or the poll before the next.
+    let idle = false;
     while (this.#wanted && !this.destroyed && !this.#draining) {
       const room = this.maxDemand - this.#tracker.size;
       if (room < this.minDemand) return; // near the cap: confirms resume us
       let leases: Lease<T>[];
       try {
         this.#request.limit = room;
-        const claimed = this.#source.claim<T>(this.stream, this.group, this.#request);
-        // Right after the claim is issued (consumer/consumer.ts): an append that lands while it is on its way still finds this wait.
-        this.#appends.listen();
-        leases = await claimed;
+        if (idle) {
+          idle = false;
+          // The wait and the claim as one step where the store can (consumer/consumer.ts, #idleClaim).
+          const found = this.#blocking
+            ? await this.#appends.idleFetch(async (ms, signal) => {
+                const got = await this.#source.claimAfterAppend<T>(this.stream, this.group, this.#request, ms, signal);
+                return got && { found: got.leases, appended: got.appended };
+              })
+            : await this.#appends.idle().then(() => null);
+          // Waited as usual: claim with the room there is now.
+          if (found === null) continue;
+          leases = found;
+        } else {
+          const claimed = this.#source.claim<T>(this.stream, this.group, this.#request);
+          // Right after the claim is issued (consumer/consumer.ts): an append that lands while it is on its way still finds this wait.
+          this.#appends.listen();
+          leases = await claimed;
+        }
       } catch (error) {
         if (this.destroyed || this.#draining) return;
         this.#fetchFailures++;
@@ -439,7 +459,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         return;
       }
       if (leases.length === 0) {
-        await this.#appends.idle();
+        idle = true;
         continue;
       }
       this.#appends.found();
@@ -453,7 +473,7 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
       let more = true;
       for (const lease of leases) more = this.push(lease);
       if (!more) this.#wanted = false; // Node calls _read again when the buffer drains
-      if (caughtUp && this.#wanted && !this.destroyed && !this.#draining) await this.#appends.idle();
+      idle = caughtUp;
     }
   }
 

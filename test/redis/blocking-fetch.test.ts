@@ -256,4 +256,29 @@ describe('redis blocking fetch', () => {
       await t.close();
     }
   });
+
+  it('an idle RheoProducer claims through it too, and closes at once while it waits', async () => {
+    const t = await pair();
+    try {
+      const producer = t.rheo.producer({ stream: 's', group: 'g', pollMs: 60_000 });
+      const leases: Lease[] = [];
+      let gotOne: () => void = () => undefined;
+      const one = new Promise<void>((resolve) => (gotOne = resolve));
+      producer.on('data', (lease: Lease) => {
+        leases.push(lease);
+        gotOne();
+      });
+      await untilBlocked(t.admin, t.earlier);
+      await t.appender.append('s', { payload: 'to the pipeline' });
+      await one;
+      expect(sequences(leases)).toEqual([1]);
+      await producer.ack(leases[0]!);
+      await untilBlocked(t.admin, t.earlier);
+      await producer.close();
+      expect((await blockedXreads(t.admin)).filter((id) => !t.earlier.includes(id))).toEqual([]);
+      expect((await t.rheo.groupInfo('s', 'g')).inflight).toBe(0);
+    } finally {
+      await t.close();
+    }
+  });
 });
