@@ -30,8 +30,10 @@ export const COMPARE_CASES = {
   latency: { backend: 'postgres', mode: 'latency', partitions: 1, maxDemand: 10, concurrency: 1 },
   /** The same with `assignment: 'partitions'`. */
   'latency-partitions': { backend: 'postgres', mode: 'latency-partitions', partitions: 1, maxDemand: 10, concurrency: 1 },
-  /** `latency` on Redis, woken by pub/sub. */
+  /** `latency` on Redis (a blocking fetch where the build has one, else woken by pub/sub). */
   'redis-latency': { backend: 'redis', mode: 'latency', partitions: 1, maxDemand: 10, concurrency: 1 },
+  /** `redis-latency` on an 8-partition stream, each append to a partition of its own choice (no key). */
+  'redis-latency-8': { backend: 'redis', mode: 'latency', partitions: 8, maxDemand: 10, concurrency: 1 },
   /** `latency-partitions` on Redis. */
   'redis-latency-partitions': { backend: 'redis', mode: 'latency-partitions', partitions: 1, maxDemand: 10, concurrency: 1 },
 } as const satisfies Record<

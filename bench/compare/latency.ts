@@ -21,7 +21,7 @@ import { COMPARE_CASES, type CompareCaseId } from './cases.js';
 
 interface RheoLike {
   migrate(): Promise<void>;
-  createStream(stream: string): Promise<unknown>;
+  createStream(stream: string, options: { partitions: number }): Promise<unknown>;
   createGroup(stream: string, group: string): Promise<unknown>;
   append(stream: string, input: { payload: unknown }): Promise<unknown>;
   consume(options: Record<string, unknown>): { stop(): Promise<void>; stats(): { owned: unknown[] } };
@@ -78,7 +78,7 @@ async function side(root: string, url: string): Promise<Side> {
   const appender = await open(root, url);
   await consumerRheo.migrate();
   const stream = `latency-${process.pid}-${Date.now()}`;
-  await consumerRheo.createStream(stream);
+  await consumerRheo.createStream(stream, { partitions: spec!.partitions });
   await consumerRheo.createGroup(stream, 'g');
   const latencies: number[] = [];
   const handler = (event: { payload: { at: number } }): void => void latencies.push(performance.now() - event.payload.at);
