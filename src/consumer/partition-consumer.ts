@@ -76,6 +76,8 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
   readonly #source: PartitionSource;
   readonly #o: ResolvedPartitionOptions<T>;
   readonly #timers: Timers;
+  /** Whether `#timers` are the system's: only then may a worker's idle wait be timed by the store (blocking fetch). */
+  readonly #systemTimers: boolean;
   readonly #slots: Slots;
   /**
    * Offset commits of every worker, one call at a time (core/coalescer.ts):
@@ -107,6 +109,7 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
     this.group = o.group;
     this.memberId = o.memberId;
     this.#timers = o.timers ?? systemTimers;
+    this.#systemTimers = o.timers === undefined;
     this.#slots = new Slots(o.concurrency);
     this.#committer = new Coalescer((ops: CommitInput[]) => source.commit(ops), { key: (op) => op.partition });
     this.#maxAttempts = o.maxAttempts;
@@ -270,6 +273,7 @@ export class PartitionConsumer<T extends JsonValue = JsonValue> extends EventEmi
     const counters = this.#counters;
     const worker: PartitionWorker<T> = new PartitionWorker<T>(this.#source, this.#o, owned, {
       timers: this.#timers,
+      systemTimers: this.#systemTimers,
       slots: this.#slots,
       maxAttempts: this.#maxAttempts ?? 1,
       committer: this.#committer,

@@ -60,6 +60,8 @@ export class PartitionWorker<T extends JsonValue> {
   readonly #wake = new AbortController();
   /** The store's wait for an append, registered before a read that may come back empty (runtime/append-wait.ts). */
   readonly #appends: AppendListener;
+  /** Whether the idle wait and the read after it go to the store as one step (#idleRead). */
+  readonly #blocking: boolean;
   readonly #source: PartitionSource;
   readonly #o: ResolvedPartitionOptions<T>;
   readonly #timers: Timers;
@@ -74,7 +76,15 @@ export class PartitionWorker<T extends JsonValue> {
     source: PartitionSource,
     options: ResolvedPartitionOptions<T>,
     owned: { partition: number; generation: number; frontier: number },
-    env: { timers: Timers; slots: Slots; maxAttempts: number; report: WorkerReport; committer: Coalescer<CommitInput, SettleResult> },
+    env: {
+      timers: Timers;
+      /** Whether `timers` are the system's (not the caller's): a blocking wait is timed by the store. */
+      systemTimers?: boolean;
+      slots: Slots;
+      maxAttempts: number;
+      report: WorkerReport;
+      committer: Coalescer<CommitInput, SettleResult>;
+    },
   ) {
     this.#source = source;
     this.#o = options;
@@ -88,6 +98,7 @@ export class PartitionWorker<T extends JsonValue> {
     this.#committer = env.committer;
     const backend = source.backend;
     const wait = backend.capabilities.notifications && backend.waitForAppend ? backend.waitForAppend.bind(backend) : null;
+    this.#blocking = backend.capabilities.blockingFetch && env.systemTimers === true;
     this.#appends = new AppendListener(wait, options.stream, options.pollMs, options.maxPollMs, env.timers, this.#wake.signal);
     // An abort from the worker (revocation past its grace, lost partition,
     // stop timeout) ends every run at once; what a handler still does is ignored.
@@ -177,7 +188,11 @@ export class PartitionWorker<T extends JsonValue> {
           // Nothing new: let the commit in flight land before waiting.
           if (!(await committing)) return;
           // Stopped while reading: a wait registered now would not see the abort that already happened.
-          if (!this.#stopping) await this.#appends.idle();
+          if (!this.#stopping) {
+            // Read in the same step as the wait, where the store can: the next turn takes it as a read-ahead.
+            const found = await this.#idleRead(after);
+            if (found !== null) ahead = Promise.resolve(found);
+          }
           continue;
         }
         const last = events[events.length - 1]!.sequence;
@@ -202,6 +217,28 @@ export class PartitionWorker<T extends JsonValue> {
       this.#wake.abort();
       await committing;
     }
+  }
+
+  /**
+   * The idle wait and the read after it. A store that can wait for the
+   * append itself (capability `blockingFetch`) gets the read before the
+   * append lands and runs it as the append does; its answer (events, or the
+   * error to handle) is the next read. `null` when the usual idle wait ran
+   * instead: the store could not wait so, or the worker runs on timers of the
+   * caller's (a blocking wait is timed by the store, not by them).
+   */
+  #idleRead(after: number): Promise<RheoEvent<T>[] | { error: unknown } | null> {
+    const backend = this.#source.backend;
+    if (!this.#blocking || !backend.readOwnedAfterAppend) return this.#appends.idle().then(() => null);
+    const read = backend.readOwnedAfterAppend.bind(backend);
+    return this.#appends.idleFetch<RheoEvent<T>[] | { error: unknown }>(async (ms, signal) => {
+      try {
+        const got = await read(this.fence, after, this.#o.batchSize, this.#source.defaults.maxFetchBytes, ms, signal);
+        return got && { found: got.events as RheoEvent<T>[], appended: got.appended };
+      } catch (error) {
+        return { found: { error }, appended: false };
+      }
+    });
   }
 
   /** A read that never rejects: the events, or the error to handle. */

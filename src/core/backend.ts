@@ -219,6 +219,21 @@ export interface BlockingFetchStore {
    * back. Errors as `fetch`.
    */
   fetchAfterAppend(stream: string, group: string, request: FetchRequest, timeoutMs: number, signal: AbortSignal): Promise<BlockingFetchResult | null>;
+
+  /**
+   * The same for an owned partition (with `partitionOwnership`): waits for an
+   * event past `after` in the fenced partition (at most `timeoutMs`, or until
+   * `signal` aborts), then reads as `readOwned` does, in the same step.
+   * `null` when it cannot wait so now. Errors as `readOwned`.
+   */
+  readOwnedAfterAppend(
+    fence: OwnershipFence,
+    after: number,
+    limit: number,
+    maxBytes: number,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<{ events: RheoEvent[]; appended: boolean } | null>;
 }
 
 /** Capability `partitionOwnership`. */

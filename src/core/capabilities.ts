@@ -14,7 +14,7 @@ export function requireCapability(backend: Pick<Backend, 'name' | 'capabilities'
 /** The methods each optional interface must have, checked once per backend. */
 const METHODS: { [K in OptionalCapability]: ReadonlyArray<keyof CapabilityStores[K]> } = {
   notifications: ['waitForAppend'],
-  blockingFetch: ['fetchAfterAppend'],
+  blockingFetch: ['fetchAfterAppend', 'readOwnedAfterAppend'],
   partitionOwnership: ['heartbeat', 'leaveGroup', 'releasePartitions', 'readOwned', 'commit', 'members'],
   transactions: ['transaction', 'beginTransaction'],
   retention: ['setRetention', 'trim', 'deleteGroup', 'deleteStream'],

@@ -89,8 +89,8 @@ export interface LeaseSource {
  * transactions.
  */
 export interface OwnershipSource {
-  readonly backend: Pick<Backend, 'waitForAppend' | 'capabilities' | 'name' | 'beginTransaction'>;
-  readonly defaults: { readonly pollMs: number };
+  readonly backend: Pick<Backend, 'waitForAppend' | 'readOwnedAfterAppend' | 'capabilities' | 'name' | 'beginTransaction'>;
+  readonly defaults: { readonly pollMs: number; readonly maxFetchBytes: number };
   heartbeat(stream: string, group: string, options: HeartbeatOptions): Promise<MemberView>;
   leaveGroup(stream: string, group: string, memberId: string): Promise<void>;
   releasePartitions(fences: OwnershipFenceInput[]): Promise<SettleResult[]>;

@@ -51,7 +51,7 @@ export function registerHealthTests(makeBackend: BackendFactory): void {
       if (rheo.capabilities.cluster) expect(rheo.capabilities.distributed).toBe(true);
       expect(rheo.capabilities.notifications).toBe(typeof backend.waitForAppend === 'function');
       // A blocking fetch waits on one server's connection; only Redis has one, and never on a cluster.
-      if (rheo.capabilities.blockingFetch) expect(typeof backend.fetchAfterAppend).toBe('function');
+      if (rheo.capabilities.blockingFetch) expect([typeof backend.fetchAfterAppend, typeof backend.readOwnedAfterAppend]).toEqual(['function', 'function']);
       if (backend.name !== 'redis' || rheo.capabilities.cluster) expect(rheo.capabilities.blockingFetch).toBe(false);
     });
 

@@ -281,4 +281,94 @@ describe('redis blocking fetch', () => {
       await t.close();
     }
   });
+
+  describe('partition mode', () => {
+    const SESSION = { sessionMs: 10_000, rebalanceTimeoutMs: 5_000 };
+
+    it('reads the append it waited for in the same answer, fenced: a member that lost the partition gets stale_generation', async () => {
+      const t = await pair(1);
+      try {
+        const a = await t.rheo.heartbeat('s', 'g', { memberId: 'a', ...SESSION });
+        const fence = { stream: 's', group: 'g', partition: 0, memberId: 'a', generation: a.owned[0]!.generation };
+        const waiting = t.backend.readOwnedAfterAppend(fence, 0, 10, REQUEST.maxBytes, 60_000, new AbortController().signal);
+        await untilBlocked(t.admin, t.earlier);
+        await t.appender.appendBatch('s', [{ payload: 1 }, { payload: 2 }]);
+        const got = (await waiting)!;
+        expect(got.appended).toBe(true);
+        expect(got.events.map((e) => e.sequence)).toEqual([1, 2]);
+        // An event past `after` already there ends the wait at once.
+        expect((await t.backend.readOwnedAfterAppend(fence, 1, 10, REQUEST.maxBytes, 60_000, new AbortController().signal))!.events.map((e) => e.sequence)).toEqual([2]);
+        // The partition moves to "b" while "a" waits: the read behind the wait is fenced.
+        const stale = t.backend.readOwnedAfterAppend(fence, 2, 10, REQUEST.maxBytes, 60_000, new AbortController().signal).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        await untilBlocked(t.admin, t.earlier);
+        await t.rheo.releasePartitions([fence]);
+        await t.rheo.heartbeat('s', 'g', { memberId: 'b', ...SESSION });
+        await t.appender.append('s', { payload: 3 });
+        const error = await stale;
+        expect(error).toBeInstanceOf(RheoError);
+        expect((error as RheoError).code).toBe('stale_generation');
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('a member whose wait is killed goes on through pub/sub and the poll, nothing lost', async () => {
+      const t = await pair(1);
+      try {
+        const handled: number[] = [];
+        const consumer = t.rheo.consume({
+          stream: 's',
+          group: 'g',
+          assignment: 'partitions',
+          pollMs: 100,
+          handler: (event) => void handled.push(event.sequence),
+        });
+        const [id] = await untilBlocked(t.admin, t.earlier);
+        expect(await t.admin.call('client', 'kill', 'id', id!)).toBe(1);
+        await t.appender.appendBatch('s', [{ payload: 1 }, { payload: 2 }]);
+        while (handled.length < 2) await new Promise((resolve) => setImmediate(resolve));
+        await t.appender.append('s', { payload: 3 });
+        while (handled.length < 3) await new Promise((resolve) => setImmediate(resolve));
+        expect(handled).toEqual([1, 2, 3]);
+        await consumer.stop();
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('an idle member reads through it, and stops at once while it waits', async () => {
+      const t = await pair(2);
+      try {
+        const handled: number[] = [];
+        let handledOne: () => void = () => undefined;
+        const one = new Promise<void>((resolve) => (handledOne = resolve));
+        const consumer = t.rheo.consume({
+          stream: 's',
+          group: 'g',
+          assignment: 'partitions',
+          pollMs: 60_000,
+          handler: (event) => {
+            handled.push(event.partition);
+            handledOne();
+          },
+        });
+        // One wait per owned partition.
+        for (;;) {
+          const blocked = (await blockedXreads(t.admin)).filter((id) => !t.earlier.includes(id));
+          if (blocked.length === 2) break;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        await t.appender.append('s', { partition: 1, payload: 'wake' });
+        await one;
+        expect(handled).toEqual([1]);
+        await consumer.stop();
+        expect((await blockedXreads(t.admin)).filter((id) => !t.earlier.includes(id))).toEqual([]);
+      } finally {
+        await t.close();
+      }
+    });
+  });
 });

@@ -16,6 +16,7 @@ import {
 import type { RheoEvent } from '../../core/types.js';
 import { decodeEvent, encodeReason, entryFields } from './codec.js';
 import type { FailureContext } from './errors.js';
+import type { RedisClientLike } from './connection.js';
 import type { KeyLayout } from './keys.js';
 import {
   LIVE_LEASES,
@@ -87,7 +88,8 @@ export interface OwnershipHost {
   readonly keys: KeyLayout;
   /** `now` for scripts: the injected clock's, or '' for the server's TIME. */
   now(): string;
-  run(script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown>;
+  /** `on`: a connection of the caller's (a blocking read's) instead of the main one. */
+  run(script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext, on?: RedisClientLike | null): Promise<unknown>;
   /** Partitions of the stream and the group's covered partitions; `stream_not_found`, `group_not_found`. */
   group(stream: string, group: string): Promise<{ partitions: number; covered: number[] }>;
   nextDeathOrder(): number;
@@ -191,7 +193,8 @@ export class RedisOwnership {
     return out;
   }
 
-  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
+  /** `on`: a blocking read's connection (blocking-fetch.ts). */
+  async readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number, on: RedisClientLike | null = null): Promise<RheoEvent[]> {
     const { partitions } = await this.#host.group(fence.stream, fence.group);
     if (fence.partition >= partitions) throw invalidPartition(fence.stream, fence.partition, partitions);
     const ctx = { action: `readOwned of stream "${fence.stream}"`, stream: fence.stream, group: fence.group, writes: false };
@@ -200,6 +203,7 @@ export class RedisOwnership {
       this.#groupKeys(fence.stream, fence.group, fence.partition),
       [this.#host.now(), fence.partition, fence.memberId, fence.generation, after, limit],
       ctx,
+      on,
     );
     if (reply === 'stale') throw staleGeneration(fence);
     const out: RheoEvent[] = [];

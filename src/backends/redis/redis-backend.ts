@@ -142,7 +142,7 @@ export class RedisBackend implements Backend {
     this.#ownership = new RedisOwnership({
       keys: store.keys,
       now: () => store.now(),
-      run: (script, keys, args, ctx) => store.run(script, keys, args, ctx),
+      run: (script, keys, args, ctx, on) => (on ? store.runOn(on, script, keys, args, ctx) : store.run(script, keys, args, ctx)),
       group: async (stream, group) => {
         const { meta, g } = await store.groupMeta(stream, group);
         return { partitions: meta.partitions, covered: coveredOf(meta, g) };
@@ -289,6 +289,24 @@ export class RedisBackend implements Backend {
 
   readOwned(fence: OwnershipFence, after: number, limit: number, maxBytes: number): Promise<RheoEvent[]> {
     return this.#ownership.readOwned(fence, after, limit, maxBytes);
+  }
+
+  /** Capability `blockingFetch` for partition mode: the wait on the owned partition's log after `after`, and the fenced read behind it (blocking-fetch.ts). */
+  readOwnedAfterAppend(
+    fence: OwnershipFence,
+    after: number,
+    limit: number,
+    maxBytes: number,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<{ events: RheoEvent[]; appended: boolean } | null> {
+    if (!this.capabilities.blockingFetch) return Promise.resolve(null);
+    const store = this.#store;
+    const ctx = { action: `readOwned of stream "${fence.stream}"`, stream: fence.stream, group: fence.group, writes: false };
+    const waits = [{ key: store.keys.partition(fence.stream, fence.partition).log, after }];
+    return store.blocking
+      .run(waits, timeoutMs, signal, ctx, (client) => this.#ownership.readOwned(fence, after, limit, maxBytes, client))
+      .then((got) => got && { events: got.found, appended: got.appended });
   }
 
   commit(ops: CommitOp[]): Promise<SettleOutcome[]> {

@@ -222,7 +222,8 @@ export class RedisStore {
     return this.#scripts.command(client, args, ctx);
   }
 
-  #runOn(client: RedisClientLike, script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
+  /** A script on a connection of the caller's (a blocking fetch's), not the main one. */
+  runOn(client: RedisClientLike, script: LuaScript, keys: string[], args: (string | number)[], ctx: FailureContext): Promise<unknown> {
     if (this.#closed) return Promise.reject(new RheoError('closed', 'the redis backend is closed'));
     return this.#scripts.run(client, script, keys, args, ctx);
   }
@@ -308,7 +309,7 @@ export class RedisStore {
     const run = fencing
       ? this.run(fencing, [...keys, this.keys.owner(stream, group, partition)], [now, partition, ...args], ctx)
       : on !== null
-        ? this.#runOn(on, script, keys, [now, partition, ...args], ctx)
+        ? this.runOn(on, script, keys, [now, partition, ...args], ctx)
         : this.run(script, keys, [now, partition, ...args], ctx);
     return run.catch((error: unknown) => {
       // No state: the group (or its stream) was deleted since this process cached it; the next call looks again.
