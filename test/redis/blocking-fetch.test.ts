@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import type { FetchRequest } from '../../src/core/backend.js';
 import { RheoError } from '../../src/core/errors.js';
-import type { Lease } from '../../src/core/types.js';
+import type { Lease, RheoEvent } from '../../src/core/types.js';
 import { redisBackend, type RedisBackend } from '../../src/backends/redis/redis-backend.js';
 import { createRheo, type Rheo } from '../../src/rheo.js';
 import { ownRedisBackend, uniquePrefix, useRedis } from '../support/redis.js';
@@ -54,6 +54,21 @@ async function untilBlocked(admin: Redis, earlier: readonly string[] = []): Prom
     if (ids.length > 0) return ids;
     await new Promise((resolve) => setImmediate(resolve));
   }
+}
+
+/** A handler that records `pick(event)` of each event it is given, and `one`, resolved at the first. */
+function recorder(pick: (event: RheoEvent) => number): { handled: number[]; one: Promise<void>; handler: (event: RheoEvent) => void } {
+  const handled: number[] = [];
+  let first: () => void = () => undefined;
+  const one = new Promise<void>((resolve) => (first = resolve));
+  return {
+    handled,
+    one,
+    handler: (event) => {
+      handled.push(pick(event));
+      first();
+    },
+  };
 }
 
 function sequences(leases: Lease[]): number[] {
@@ -229,18 +244,8 @@ describe('redis blocking fetch', () => {
   it('an idle consumer claims through it, and stops at once while it waits', async () => {
     const t = await pair();
     try {
-      const handled: number[] = [];
-      let handledOne: () => void = () => undefined;
-      const one = new Promise<void>((resolve) => (handledOne = resolve));
-      const consumer = t.rheo.consume({
-        stream: 's',
-        group: 'g',
-        pollMs: 60_000,
-        handler: (event) => {
-          handled.push(event.sequence);
-          handledOne();
-        },
-      });
+      const { handled, one, handler } = recorder((event) => event.sequence);
+      const consumer = t.rheo.consume({ stream: 's', group: 'g', pollMs: 60_000, handler });
       // Idle: its next claim waits in Redis (the poll is a minute away).
       await untilBlocked(t.admin, t.earlier);
       await t.appender.append('s', { payload: 'wake' });
@@ -342,19 +347,8 @@ describe('redis blocking fetch', () => {
     it('an idle member reads through it, and stops at once while it waits', async () => {
       const t = await pair(2);
       try {
-        const handled: number[] = [];
-        let handledOne: () => void = () => undefined;
-        const one = new Promise<void>((resolve) => (handledOne = resolve));
-        const consumer = t.rheo.consume({
-          stream: 's',
-          group: 'g',
-          assignment: 'partitions',
-          pollMs: 60_000,
-          handler: (event) => {
-            handled.push(event.partition);
-            handledOne();
-          },
-        });
+        const { handled, one, handler } = recorder((event) => event.partition);
+        const consumer = t.rheo.consume({ stream: 's', group: 'g', assignment: 'partitions', pollMs: 60_000, handler });
         // One wait per owned partition.
         for (;;) {
           const blocked = (await blockedXreads(t.admin)).filter((id) => !t.earlier.includes(id));
