@@ -154,6 +154,21 @@ describe('redis blocking fetch', () => {
     }
   });
 
+  it('an abort while its connection is being opened ends it at once, with nothing sent', async () => {
+    const t = await pair();
+    try {
+      await t.backend.fetch('s', 'g', REQUEST);
+      const abort = new AbortController();
+      // The first wait opens the connection; the abort lands before that is done. A minute's timeout: it would hang without the check.
+      const waiting = t.backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, abort.signal);
+      abort.abort();
+      expect(await waiting).toBeNull();
+      expect((await blockedXreads(t.admin)).filter((id) => !t.earlier.includes(id))).toEqual([]);
+    } finally {
+      await t.close();
+    }
+  });
+
   it('answers null where it cannot wait so: no claim seen yet, a partition whose events may stop the walk at the byte budget, an aborted signal', async () => {
     const one = await pair();
     const many = await pair(4);
@@ -217,6 +232,30 @@ describe('redis blocking fetch', () => {
       const [lease] = await t.backend.fetch('s', 'g', REQUEST);
       expect(lease!.attempt).toBe(1);
     } finally {
+      await t.close();
+    }
+  });
+
+  it('a server that refuses XREAD (an ACL without it) answers the claim behind it, loses nothing, and the waits go through pub/sub', async () => {
+    const t = await pair();
+    const user = `noxread-${process.pid}`;
+    await t.admin.call('acl', 'setuser', user, 'on', 'nopass', '~*', '&*', '+@all', '-xread');
+    const url = new URL(redis().urls[0]!);
+    url.username = user;
+    const backend = redisBackend({ url: url.href }, { prefix: t.backend.prefix });
+    try {
+      await backend.fetch('s', 'g', REQUEST);
+      await t.appender.append('s', { payload: 'claimed anyway' });
+      const got = await backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal);
+      expect(got).not.toBeNull();
+      expect(got!.appended).toBe(false);
+      expect(sequences(got!.leases)).toEqual([1]);
+      expect(got!.leases[0]!.attempt).toBe(1);
+      // Then pub/sub for a while: null at once.
+      expect(await backend.fetchAfterAppend('s', 'g', REQUEST, 60_000, new AbortController().signal)).toBeNull();
+    } finally {
+      await backend.close();
+      await t.admin.call('acl', 'deluser', user);
       await t.close();
     }
   });

@@ -24,8 +24,9 @@ interface Blocker {
  *
  * On its own connection, the consumer sends `XREAD BLOCK` on the logs of
  * the partitions it claims from, each after the tail its last short claim
- * saw, and right behind it, in the same write, the CLAIM (one per partition). Redis blocks the connection on the XREAD
- * and keeps the CLAIM unread; the append's XADD ends the block, and Redis
+ * saw, and right behind it, in the same write, the CLAIM (one per
+ * partition). Redis blocks the connection on the XREAD and keeps the CLAIM
+ * unread; the append's XADD ends the block, and Redis
  * runs the CLAIM at once, in the same turn of its loop, before it answers
  * anyone. The consumer hears the append and gets its leases in one answer:
  * the wake-up's message and the claim's round trip after it are gone. On
@@ -43,8 +44,10 @@ interface Blocker {
  * empty, the CLAIM runs, and its leases go back to the caller, who releases
  * them; no lease is claimed behind anyone's back. A connection that fails
  * is dropped, and for PAUSE_MS the waits go through pub/sub again (the caller
- * gets `null`), so a server that refuses these commands costs nothing but
- * the latency they would have saved.
+ * gets `null`). A server that refuses the XREAD (an ACL without it) answers
+ * the claim behind it at once, and that answer is the caller's, as at a
+ * timeout; then the waits go through pub/sub for PAUSE_MS. Either way what
+ * such a server costs is the latency the waits would have saved.
  */
 export class BlockingFetches {
   readonly #store: RedisStore;
@@ -88,6 +91,11 @@ export class BlockingFetches {
     if (this.#closed || signal.aborted || Date.now() < this.#pausedUntil) return null;
     const blocker = await this.#acquire();
     if (blocker === null) return null;
+    // Aborted while a connection was being opened: its listener below would never hear it.
+    if (signal.aborted) {
+      this.#return(blocker, true);
+      return null;
+    }
     let blockMs = Math.max(1, Math.ceil(timeoutMs));
     // A borrowed client's command timeout would cut the wait short as a failure: stay well inside it.
     const commandTimeout = (blocker.client as { options?: { commandTimeout?: unknown } }).options?.commandTimeout;
@@ -102,22 +110,32 @@ export class BlockingFetches {
     signal.addEventListener('abort', onAbort, { once: true });
     let healthy = true;
     try {
-      let appended: boolean;
+      let appended = false;
+      let waited = true;
       try {
         appended = (await woken) !== null;
-      } catch (error) {
+      } catch {
+        // The claim behind a refused or lost wait still answers, or fails with the connection.
+        waited = false;
         healthy = false;
-        return this.#failed(error);
       } finally {
         answered = true;
       }
+      let result: R;
       try {
-        return { found: await found, appended };
+        result = await found;
       } catch (error) {
-        // A script error (the group deleted meanwhile) leaves the connection as it was.
-        if (!(error instanceof RheoError) || error.code === 'backend_unavailable' || error.code === 'ambiguous') healthy = false;
-        return this.#failed(error);
+        if (!waited || isTransport(error)) {
+          healthy = false;
+          this.#pause();
+          // A CLAIM that fails with its connection: the caller waits on pub/sub (a lost answer's leases expire, as on any connection).
+          if (isTransport(error) || !(error instanceof RheoError)) return null;
+        }
+        // The call's own error (the group deleted meanwhile): the caller hears it, as from a fetch.
+        throw error;
       }
+      if (!waited) this.#pause();
+      return { found: result, appended };
     } finally {
       signal.removeEventListener('abort', onAbort);
       this.#return(blocker, healthy);
@@ -132,11 +150,9 @@ export class BlockingFetches {
     this.#idle.length = 0;
   }
 
-  /** A connection's failure: `null` (pub/sub for a while), unless the error is about the call itself, which the caller hears. */
-  #failed(error: unknown): null {
-    if (error instanceof RheoError && error.code !== 'backend_unavailable' && error.code !== 'ambiguous') throw error;
+  /** Waits go through pub/sub for PAUSE_MS. */
+  #pause(): void {
     this.#pausedUntil = Date.now() + PAUSE_MS;
-    return null;
   }
 
   async #acquire(): Promise<Blocker | null> {
@@ -149,7 +165,7 @@ export class BlockingFetches {
     try {
       client = await this.#store.duplicate();
     } catch {
-      this.#pausedUntil = Date.now() + PAUSE_MS;
+      this.#pause();
       return null;
     }
     try {
@@ -160,7 +176,7 @@ export class BlockingFetches {
       return blocker;
     } catch {
       client.disconnect();
-      this.#pausedUntil = Date.now() + PAUSE_MS;
+      this.#pause();
       return null;
     }
   }
@@ -189,6 +205,11 @@ export class BlockingFetches {
     }
     if (!answered()) this.#drop(blocker);
   }
+}
+
+/** An error of the connection (nothing, or not everything, known to have run), not of the call. */
+function isTransport(error: unknown): boolean {
+  return error instanceof RheoError && (error.code === 'backend_unavailable' || error.code === 'ambiguous');
 }
 
 function tailKey(stream: string, group: string, partition: number): string {
