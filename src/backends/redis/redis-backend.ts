@@ -52,10 +52,11 @@ export interface RedisBackendOptions {
   /** Publish once per append call so `waitForAppend` wakes promptly. Default true. */
   notify?: boolean;
   /**
-   * On one server, an idle competing consumer sends its next claim before
-   * the append it waits for, on a connection of its own that blocks until an
-   * append lands in its partitions (capability `blockingFetch`): the claim
-   * runs as the append does. One extra connection per idle consumer, at most
+   * On one server, an idle consumer sends its next claim (a partition-mode
+   * worker its next read) before the append it waits for, on a connection of
+   * its own that blocks until an append lands in its partitions (capability
+   * `blockingFetch`): the claim runs as the append does. One extra connection
+   * per idle consumer (per idle owned partition in partition mode), at most
    * 32 per backend. Default true; always off on a cluster.
    */
   blockingFetch?: boolean;
