@@ -10,11 +10,11 @@
  * and connections, as two processes would be), so the consumer learns of an
  * append only through the store: PostgreSQL's NOTIFY on its LISTEN
  * connection, Redis pub/sub on its subscriber connection, or (an idle
- * competing consumer on one Redis server) the claim it sent before the
- * append, waiting in Redis (a blocking fetch: that case has no wake-up and
- * no claim-sent step). Nothing in the library is changed: the backends' own
- * methods are wrapped on the instance (append, fetch, fetchAfterAppend,
- * readOwned, waitForAppend), and the notification is seen by
+ * consumer on one Redis server) the claim or read it sent before the
+ * append, waiting in Redis (a blocking fetch: those cases have no wake-up
+ * and no claim-sent step). Nothing in the library is changed: the backends'
+ * own methods are wrapped on the instance (append, fetch, fetchAfterAppend,
+ * readOwned, readOwnedAfterAppend, waitForAppend), and the notification is seen by
  * a listener added first on the backend's own LISTEN / subscriber connection
  * (given through `listenClient` and the borrowed ioredis client's
  * `duplicate`). Each step is timed with process.hrtime from the append call,
@@ -123,6 +123,18 @@ function instrumentConsumer(backend: Backend, trace: Trace): void {
       const answered = micros();
       for (const lease of got?.leases ?? []) {
         const n = numberOf(lease.event);
+        if (n !== null) trace.mark(n, 'claim / read answered', answered);
+      }
+      return got;
+    };
+  }
+  const readOwnedAfterAppend = backend.readOwnedAfterAppend?.bind(backend);
+  if (readOwnedAfterAppend) {
+    backend.readOwnedAfterAppend = async (fence, after, limit, maxBytes, timeoutMs, signal) => {
+      const got = await readOwnedAfterAppend(fence, after, limit, maxBytes, timeoutMs, signal);
+      const answered = micros();
+      for (const event of got?.events ?? []) {
+        const n = numberOf(event);
         if (n !== null) trace.mark(n, 'claim / read answered', answered);
       }
       return got;
