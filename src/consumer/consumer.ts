@@ -21,7 +21,7 @@ import { Slots } from '../runtime/slots.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import type { LeaseSource } from '../runtime/sources.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
-import { AppendListener, CANCELLED, type AppendWaitFn } from '../runtime/append-wait.js';
+import { AppendListener, CANCELLED, idleClaim, type AppendWaitFn } from '../runtime/append-wait.js';
 import { resolveConsumeOptions, resolveStopTimeout, type ResolvedConsumeOptions } from './consume-options.js';
 import type { ConsumeOptions, ConsumerHandler, ConsumerState, ConsumerStats, StopOptions } from './consumer-types.js';
 import { HandlerRun, type RunResult } from './handler-run.js';
@@ -88,7 +88,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
   readonly #partitions: number[] | null;
   readonly #fetchBackoff: BackoffOptions;
   readonly #timers: Timers;
-  /** Whether the idle wait and the claim after it go to the store as one step (#idleClaim). */
+  /** Whether the idle wait and the claim after it go to the store as one step (runtime/append-wait.ts, idleClaim). */
   readonly #blocking: boolean;
   readonly #logger: Logger;
   readonly #telemetry: RheoTelemetry | null;
@@ -307,7 +307,7 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       try {
         if (idle) {
           idle = false;
-          const found = await this.#idleClaim(request);
+          const found = await idleClaim<T>(this.#appends, this.#source, this.#blocking, this.stream, this.group, request);
           // Waited as usual (the store could not wait itself): claim with the room there is now.
           if (found === null) continue;
           leases = found;
@@ -345,22 +345,6 @@ export class Consumer<T extends JsonValue = JsonValue> extends EventEmitter<Cons
       // the poll instead of a claim that would come back empty.
       idle = leases.length < limit;
     }
-  }
-
-  /**
-   * The idle wait and the claim after it. A store that can wait for the
-   * append itself (capability `blockingFetch`) gets the claim before the
-   * append lands and runs it as the append does. `null` when the usual idle
-   * wait ran instead: the store could not wait so, or the consumer runs on
-   * timers of the caller's (a blocking wait is timed by the store, not by
-   * them); the caller claims then.
-   */
-  #idleClaim(request: FetchRequest): Promise<Lease<T>[] | null> {
-    if (!this.#blocking) return this.#appends.idle().then(() => null);
-    return this.#appends.idleFetch(async (ms, signal) => {
-      const got = await this.#source.claimAfterAppend<T>(this.stream, this.group, request, ms, signal);
-      return got && { found: got.leases, appended: got.appended };
-    });
   }
 
   async #fetchFailed(error: RheoError): Promise<void> {

@@ -199,6 +199,12 @@ export interface BlockingFetchResult {
   appended: boolean;
 }
 
+/** What `readOwnedAfterAppend` read, and whether an append (rather than the timeout or an abort) ended its wait. */
+export interface BlockingReadResult {
+  events: RheoEvent[];
+  appended: boolean;
+}
+
 export interface LeaseRef {
   stream: string;
   group: string;

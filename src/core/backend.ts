@@ -5,6 +5,7 @@ import type {
   AppendOutcome,
   CommitOp,
   BlockingFetchResult,
+  BlockingReadResult,
   FetchRequest,
   GroupSpec,
   GroupStart,
@@ -233,7 +234,7 @@ export interface BlockingFetchStore {
     maxBytes: number,
     timeoutMs: number,
     signal: AbortSignal,
-  ): Promise<{ events: RheoEvent[]; appended: boolean } | null>;
+  ): Promise<BlockingReadResult | null>;
 }
 
 /** Capability `partitionOwnership`. */

@@ -41,9 +41,9 @@ export function createLeaseSource(host: LeaseSourceHost): LeaseSource {
 
     async claim<T extends JsonValue = JsonValue>(stream: string, group: string, request: FetchRequest): Promise<Lease<T>[]> {
       host.assertOpen();
-      // Named only if the call is cancellable (never, from the runtime): no string built per claim.
-      const target = (): CallTarget => ({ action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group });
-      const claimed = traced(telemetry?.receive(stream, group, request.consumerId), () => host.call(() => backend.fetch(stream, group, request), target));
+      const claimed = traced(telemetry?.receive(stream, group, request.consumerId), () =>
+        host.call(() => backend.fetch(stream, group, request), fetchTarget(stream, group)),
+      );
       return (await claimed) as Lease<T>[];
     },
 
@@ -66,12 +66,11 @@ export function createLeaseSource(host: LeaseSourceHost): LeaseSource {
     ): Promise<{ leases: Lease<T>[]; appended: boolean } | null> {
       if (!backend.capabilities.blockingFetch || !backend.fetchAfterAppend) return null;
       host.assertOpen();
-      const target = (): CallTarget => ({ action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group });
       // Recorded as a fetch whose time includes its wait; one that could not wait ran nothing and records nothing.
       const finish = telemetry?.receive(stream, group, request.consumerId);
       let got: { leases: Lease[]; appended: boolean } | null;
       try {
-        got = await host.call(() => backend.fetchAfterAppend!(stream, group, request, timeoutMs, signal), target);
+        got = await host.call(() => backend.fetchAfterAppend!(stream, group, request, timeoutMs, signal), fetchTarget(stream, group));
       } catch (error) {
         finish?.(null, error);
         throw error;
@@ -87,6 +86,11 @@ export function createLeaseSource(host: LeaseSourceHost): LeaseSource {
   };
   attachTelemetry(source, telemetry);
   return source;
+}
+
+/** A fetch's call target, named only if the call is cancellable (never, from the runtime): no string built per claim. */
+function fetchTarget(stream: string, group: string): () => CallTarget {
+  return () => ({ action: `fetch from group "${group}" of stream "${stream}"`, writes: true, stream, group });
 }
 
 const RENEW_MANY: CallTarget = { action: 'renewMany', writes: true };

@@ -20,7 +20,7 @@ import { InflightTracker } from './inflight-tracker.js';
 import { resolveProducerOptions, type ProducerOptions, type RheoProducerEvents } from './producer-options.js';
 import { SettleBatcher, type SettleRetry } from './settle-batcher.js';
 import { sleep, systemTimers, type Timers } from '../runtime/timers.js';
-import { AppendListener } from '../runtime/append-wait.js';
+import { AppendListener, idleClaim } from '../runtime/append-wait.js';
 import { producerReporter } from '../observability/producer-diagnostics.js';
 import { attachTelemetry, telemetryOf } from '../observability/telemetry.js';
 
@@ -414,13 +414,8 @@ export class RheoProducer<T extends JsonValue = JsonValue> extends Readable {
         this.#request.limit = room;
         if (idle) {
           idle = false;
-          // The wait and the claim as one step where the store can (consumer/consumer.ts, #idleClaim).
-          const found = this.#blocking
-            ? await this.#appends.idleFetch(async (ms, signal) => {
-                const got = await this.#source.claimAfterAppend<T>(this.stream, this.group, this.#request, ms, signal);
-                return got && { found: got.leases, appended: got.appended };
-              })
-            : await this.#appends.idle().then(() => null);
+          // The wait and the claim as one step where the store can (runtime/append-wait.ts).
+          const found = await idleClaim<T>(this.#appends, this.#source, this.#blocking, this.stream, this.group, this.#request);
           // Waited as usual: claim with the room there is now.
           if (found === null) continue;
           leases = found;

@@ -1,4 +1,7 @@
+import type { FetchRequest } from '../core/backend.js';
+import type { JsonValue, Lease } from '../core/types.js';
 import { optionalInteger } from '../core/validation.js';
+import type { LeaseSource } from './sources.js';
 import type { Timers } from './timers.js';
 
 /**
@@ -203,6 +206,29 @@ export class AppendListener {
       });
     });
   }
+}
+
+/**
+ * The competing loops' idle wait and the claim after it (the consumer's and
+ * the producer's). With `blocking` (capability `blockingFetch`, and the
+ * system's timers: a blocking wait is timed by the store, not by timers of
+ * the caller's), the store gets the claim before the append lands and runs
+ * it as the append does. `null` when the usual idle wait ran instead; the
+ * caller claims then, with the room it has by then.
+ */
+export function idleClaim<T extends JsonValue>(
+  appends: AppendListener,
+  source: Pick<LeaseSource, 'claimAfterAppend'>,
+  blocking: boolean,
+  stream: string,
+  group: string,
+  request: FetchRequest,
+): Promise<Lease<T>[] | null> {
+  if (!blocking) return appends.idle().then(() => null);
+  return appends.idleFetch(async (ms, signal) => {
+    const got = await source.claimAfterAppend<T>(stream, group, request, ms, signal);
+    return got && { found: got.leases, appended: got.appended };
+  });
 }
 
 /**

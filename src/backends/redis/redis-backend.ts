@@ -4,6 +4,7 @@ import type {
   Backend,
   BackendCapabilities,
   BlockingFetchResult,
+  BlockingReadResult,
   CommitOp,
   GroupMembership,
   HeartbeatRequest,
@@ -300,7 +301,7 @@ export class RedisBackend implements Backend {
     maxBytes: number,
     timeoutMs: number,
     signal: AbortSignal,
-  ): Promise<{ events: RheoEvent[]; appended: boolean } | null> {
+  ): Promise<BlockingReadResult | null> {
     if (!this.capabilities.blockingFetch) return Promise.resolve(null);
     const store = this.#store;
     const ctx = { action: `readOwned of stream "${fence.stream}"`, stream: fence.stream, group: fence.group, writes: false };
